@@ -1,0 +1,288 @@
+package headers
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// maxAhead bounds every delay, reset and window Parse reports. Anything
+// further away is not a rate limit but a mistake.
+const maxAhead = 366 * 24 * time.Hour
+
+// isDigit reports whether c is an ASCII digit.
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// isAlpha reports whether c is an ASCII letter.
+func isAlpha(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
+
+// hasPrefixFold is strings.HasPrefix, ignoring ASCII case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// trim removes the optional whitespace HTTP allows around a value.
+func trim(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// parseDec parses a non-negative decimal "digits [ . digits ]". It returns
+// the whole part and the fraction in billionths (digits past the ninth are
+// dropped). Signs, exponents, hex and anything else are refused, so
+// ParseFloat's "Inf", "1e9" and "0x1p3" never reach the caller.
+func parseDec(s string) (whole, frac int64, ok bool) {
+	i := 0
+	for ; i < len(s) && isDigit(s[i]); i++ {
+		if i == 18 { // would overflow int64
+			return 0, 0, false
+		}
+		whole = whole*10 + int64(s[i]-'0')
+	}
+	if i == 0 {
+		return 0, 0, false
+	}
+	if i == len(s) {
+		return whole, 0, true
+	}
+	if s[i] != '.' || i+1 == len(s) {
+		return 0, 0, false
+	}
+	scale := int64(1e8)
+	for i++; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return 0, 0, false
+		}
+		frac += int64(s[i]-'0') * scale
+		scale /= 10
+	}
+	return whole, frac, true
+}
+
+// parseCount parses a count such as a limit or a remaining number. A
+// fraction ("598.0", as Reddit sends) is truncated. It returns -1 when s is
+// not a non-negative number.
+func parseCount(s string) int64 {
+	whole, _, ok := parseDec(trim(s))
+	if !ok {
+		return -1
+	}
+	return whole
+}
+
+// scaled turns whole+frac/1e9 units of unit into a Duration, refusing
+// anything beyond maxAhead. unit is at most a second, so frac*unit fits.
+func scaled(whole, frac int64, unit time.Duration) (time.Duration, bool) {
+	if whole > int64(maxAhead/unit) {
+		return 0, false
+	}
+	d := time.Duration(whole)*unit + time.Duration(frac*int64(unit)/1e9)
+	if d > maxAhead {
+		return 0, false
+	}
+	return d, true
+}
+
+// parseSeconds parses a delay in (possibly fractional) seconds.
+func parseSeconds(s string) (time.Duration, bool) {
+	whole, frac, ok := parseDec(trim(s))
+	if !ok {
+		return 0, false
+	}
+	return scaled(whole, frac, time.Second)
+}
+
+// parseMillis parses a delay in (possibly fractional) milliseconds.
+func parseMillis(s string) (time.Duration, bool) {
+	whole, frac, ok := parseDec(trim(s))
+	if !ok {
+		return 0, false
+	}
+	return scaled(whole, frac, time.Millisecond)
+}
+
+// parseRetryAfter parses a Retry-After value: delay-seconds or an HTTP-date.
+// A date in the past means "now": zero, not negative.
+func parseRetryAfter(s string, now time.Time) (time.Duration, bool) {
+	s = trim(s)
+	if d, ok := parseSeconds(s); ok {
+		return d, true
+	}
+	t, ok := parseDate(s)
+	if !ok {
+		return 0, false
+	}
+	d := t.Sub(now)
+	if d < 0 {
+		d = 0
+	}
+	if d > maxAhead {
+		return 0, false
+	}
+	return d, true
+}
+
+// parseReset parses a reset in any of the forms servers use: a number (by
+// size: epoch milliseconds, epoch seconds or delta seconds), a Go duration
+// ("6m0s"), an HTTP-date or an RFC 3339 time. Absolute times are returned
+// in now's location.
+func parseReset(s string, now time.Time) (time.Time, bool) {
+	s = trim(s)
+	if s == "" {
+		return time.Time{}, false
+	}
+	var t time.Time
+	if whole, frac, ok := parseDec(s); ok {
+		switch {
+		case whole >= 1e12: // epoch milliseconds
+			t = time.Unix(whole/1000, (whole%1000)*1e6+frac/1e3).In(now.Location())
+		case whole >= 1e9: // epoch seconds
+			t = time.Unix(whole, frac).In(now.Location())
+		default: // delta seconds
+			d, ok := scaled(whole, frac, time.Second)
+			if !ok {
+				return time.Time{}, false
+			}
+			return now.Add(d), true
+		}
+	} else if d, ok := parseGoDuration(s); ok {
+		return now.Add(d), true
+	} else if t, ok = parseDate(s); ok {
+		t = t.In(now.Location())
+	} else {
+		return time.Time{}, false
+	}
+	if t.IsZero() || t.Sub(now) > maxAhead {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// parseGoDuration parses OpenAI's resets, which are Go durations: "6m0s",
+// "1s", "20ms", "1h2m3.5s". Negative and oversized values are refused.
+func parseGoDuration(s string) (time.Duration, bool) {
+	if s == "" || !(isDigit(s[0]) || s[0] == '.') || !isAlpha(s[len(s)-1]) {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > maxAhead {
+		return 0, false
+	}
+	return d, true
+}
+
+// rfc822Zones are the North American zones RFC 822 allows in a date. Go
+// knows an abbreviation only if the location it parses in does, so these are
+// applied by hand; any other unknown zone is taken as UTC.
+var rfc822Zones = [...]struct {
+	name   string
+	offset int // seconds east of UTC
+}{
+	{"EST", -5 * 3600}, {"EDT", -4 * 3600},
+	{"CST", -6 * 3600}, {"CDT", -5 * 3600},
+	{"MST", -7 * 3600}, {"MDT", -6 * 3600},
+	{"PST", -8 * 3600}, {"PDT", -7 * 3600},
+}
+
+// parseDate parses the dates servers put in rate-limit fields: the three
+// HTTP-date forms, RFC 1123 with any zone (sloppy servers write "UTC" or a
+// numeric offset instead of "GMT") and RFC 3339, with or without seconds
+// (Jira sends "2024-01-02T15:04Z").
+func parseDate(s string) (time.Time, bool) {
+	if s == "" {
+		return time.Time{}, false
+	}
+	if isDigit(s[0]) {
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			return t, true
+		}
+		if t, err := time.Parse("2006-01-02T15:04Z07:00", s); err == nil {
+			return t, true
+		}
+		return time.Time{}, false
+	}
+	if !isAlpha(s[0]) {
+		return time.Time{}, false
+	}
+	if t, err := http.ParseTime(s); err == nil {
+		return t, true
+	}
+	if t, err := time.ParseInLocation(time.RFC1123Z, s, time.UTC); err == nil {
+		return t, true
+	}
+	t, err := time.ParseInLocation(time.RFC1123, s, time.UTC)
+	if err != nil {
+		return time.Time{}, false
+	}
+	// In UTC, Go knows only "UTC"; every other abbreviation gets a
+	// fabricated zero offset, which is wrong for the RFC 822 zones.
+	name, _ := t.Zone()
+	for _, z := range rfc822Zones {
+		if name == z.name {
+			return t.Add(-time.Duration(z.offset) * time.Second).UTC(), true
+		}
+	}
+	return t.UTC(), true
+}
+
+// splitList appends the members of the comma-separated lists in vals to
+// dst, trimmed, skipping empty ones. A comma right after a weekday is
+// taken as the one inside an HTTP-date ("Tue, 14 Jul 2020 ..."), so a date
+// stays one member.
+func splitList(dst, vals []string) []string {
+	for _, line := range vals {
+		for line != "" {
+			m := line
+			i := strings.IndexByte(line, ',')
+			switch {
+			case i < 0:
+				line = ""
+			case isWeekday(trim(line[:i])):
+				j := strings.IndexByte(line[i+1:], ',')
+				if j < 0 {
+					line = ""
+				} else {
+					m, line = line[:i+1+j], line[i+2+j:]
+				}
+			default:
+				m, line = line[:i], line[i+1:]
+			}
+			if m = trim(m); m != "" {
+				dst = append(dst, m)
+			}
+		}
+	}
+	return dst
+}
+
+// weekdays are the day names HTTP-dates start with, short and long.
+var weekdays = [...]string{
+	"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun",
+	"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
+}
+
+// isWeekday reports whether s is a day name.
+func isWeekday(s string) bool {
+	if len(s) < 3 || !isAlpha(s[0]) {
+		return false
+	}
+	for _, w := range weekdays {
+		if strings.EqualFold(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// at returns list[i], or "" when the list is shorter.
+func at(list []string, i int) string {
+	if i < len(list) {
+		return list[i]
+	}
+	return ""
+}

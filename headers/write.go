@@ -1,0 +1,98 @@
+package headers
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// Style selects which rate-limit fields Write emits. It is a set of bit
+// flags. The zero Style writes only Retry-After, and that only on a denied
+// decision.
+type Style uint8
+
+const (
+	// Legacy writes X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (delay in seconds), the de facto convention most
+	// clients read.
+	Legacy Style = 1 << iota
+	// IETF writes RateLimit-Policy and RateLimit as the latest
+	// draft-ietf-httpapi-ratelimit-headers defines them, for a policy
+	// named "default".
+	IETF
+	// Both writes Legacy and IETF fields.
+	Both = Legacy | IETF
+)
+
+// Write sets the rate-limit fields of a response from a limiter's
+// decision. Whatever the style, a denied decision gets Retry-After, in
+// whole seconds rounded up and at least 1.
+//
+// The advertised reset (X-RateLimit-Reset, the IETF t parameter) is, when
+// the decision is denied, the time until the next permit is available, so a
+// client that waits exactly that long loses no throughput; otherwise it is
+// the time until the limiter is full again.
+//
+// The IETF policy carries no window (w): a Decision does not say how long
+// the limiter's window is, only when it is next full, and guessing would
+// tell clients a rate the limiter does not enforce.
+func Write(h http.Header, d limiters.Decision, s Style) {
+	if d.Allowed && s&Both == 0 {
+		return
+	}
+	limit := int64(max(d.Limit, 0))
+	remaining := int64(max(d.Remaining, 0))
+	reset := ceilSeconds(d.ResetAfter)
+	if !d.Allowed {
+		reset = max(ceilSeconds(d.RetryAfter), 1)
+	}
+
+	// Every value goes into one buffer and one string, sliced per field.
+	var buf [128]byte
+	b := buf[:0]
+	var ends [5]int
+	b = strconv.AppendInt(b, reset, 10) // Retry-After and X-RateLimit-Reset
+	ends[0] = len(b)
+	b = strconv.AppendInt(b, limit, 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, remaining, 10)
+	ends[2] = len(b)
+	if s&IETF != 0 {
+		b = append(b, `"default";q=`...)
+		b = strconv.AppendInt(b, limit, 10)
+		ends[3] = len(b)
+		b = append(b, `"default";r=`...)
+		b = strconv.AppendInt(b, remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, reset, 10)
+		ends[4] = len(b)
+	}
+	v := string(b)
+
+	if !d.Allowed {
+		h.Set("Retry-After", v[:ends[0]])
+	}
+	if s&Legacy != 0 {
+		h.Set("X-Ratelimit-Limit", v[ends[0]:ends[1]])
+		h.Set("X-Ratelimit-Remaining", v[ends[1]:ends[2]])
+		h.Set("X-Ratelimit-Reset", v[:ends[0]])
+	}
+	if s&IETF != 0 {
+		h.Set("Ratelimit-Policy", v[ends[2]:ends[3]])
+		h.Set("Ratelimit", v[ends[3]:ends[4]])
+	}
+}
+
+// ceilSeconds rounds d up to whole seconds; negative is zero.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := d / time.Second
+	if d%time.Second != 0 {
+		s++
+	}
+	return int64(s)
+}
