@@ -1,0 +1,240 @@
+package limiters
+
+import (
+	"fmt"
+)
+
+func mustRate(r Rate, ctor string) {
+	if r.N <= 0 {
+		panic(fmt.Sprintf("limiters: %s: rate count must be positive, got %d", ctor, r.N))
+	}
+	if r.Per <= 0 {
+		panic(fmt.Sprintf("limiters: %s: rate period must be positive, got %v", ctor, r.Per))
+	}
+}
+
+func mustPositive(v int, ctor, name string) {
+	if v <= 0 {
+		panic(fmt.Sprintf("limiters: %s: %s must be positive, got %d", ctor, name, v))
+	}
+}
+
+// TokenBucket is the classic token bucket: it holds up to burst permits,
+// starts full, and refills continuously at its rate. Requests take permits
+// out; a request larger than what is in the bucket waits for the refill.
+//
+// Internally the bucket's content is kept as "credit": the time it would
+// take to refill it from empty, in exact fractional nanoseconds.
+type TokenBucket struct {
+	core
+	s tokenBucket
+}
+
+type tokenBucket struct {
+	iv     interval
+	burst  int
+	tol    fine // burst intervals: the credit of a full bucket
+	credit fine
+	last   int64
+}
+
+// NewTokenBucket returns a token bucket of capacity burst refilling at r.
+// It panics if r or burst is not positive.
+func NewTokenBucket(r Rate, burst int, opts ...Option) *TokenBucket {
+	mustRate(r, "NewTokenBucket")
+	mustPositive(burst, "NewTokenBucket", "burst")
+	tb := &TokenBucket{}
+	tb.s.iv = newInterval(r)
+	tb.s.burst = burst
+	tb.s.tol = tb.s.iv.times(burst)
+	tb.s.credit = tb.s.tol
+	tb.s.last = monoNow()
+	tb.init(&tb.s, newConfig(-1, opts))
+	return tb
+}
+
+func (b *tokenBucket) now() int64  { return monoNow() }
+func (b *tokenBucket) limit() int  { return b.burst }
+func (b *tokenBucket) refill(now int64) {
+	if now <= b.last {
+		return
+	}
+	if dt := now - b.last; dt >= b.tol.ns+1 {
+		b.credit = b.tol
+	} else {
+		b.credit = b.iv.add(b.credit, fine{ns: dt})
+		if less(b.tol, b.credit) {
+			b.credit = b.tol
+		}
+	}
+	b.last = now
+}
+
+func (b *tokenBucket) wait(now int64, n int) int64 {
+	b.refill(now)
+	need := b.iv.times(n)
+	if !less(b.credit, need) {
+		return 0
+	}
+	return b.iv.sub(need, b.credit).ceil()
+}
+
+func (b *tokenBucket) take(now int64, n int) {
+	b.refill(now)
+	b.credit = b.iv.sub(b.credit, b.iv.times(n))
+}
+
+func (b *tokenBucket) refund(now int64, n int) {
+	b.refill(now)
+	b.credit = b.iv.add(b.credit, b.iv.times(n))
+	if less(b.tol, b.credit) {
+		b.credit = b.tol
+	}
+}
+
+func (b *tokenBucket) state(now int64, _ int) (int, int64) {
+	b.refill(now)
+	return b.iv.count(b.credit), b.iv.sub(b.tol, b.credit).ceil()
+}
+
+func (b *tokenBucket) project(now int64, q *waiter, n int) int64 {
+	return projectCopy(*b, now, q, n)
+}
+
+// GCRA is the generic cell rate algorithm: a token bucket stored as a single
+// timestamp, the theoretical arrival time (TAT) of the next request. It
+// admits exactly what a TokenBucket with the same rate and burst admits, on
+// every trace, and is what the Redis repository stores.
+type GCRA struct {
+	core
+	s gcra
+}
+
+type gcra struct {
+	iv    interval
+	burst int
+	tol   fine // burst intervals
+	tat   fine
+}
+
+// NewGCRA returns a GCRA limiter with rate r and burst. It panics if r or
+// burst is not positive.
+func NewGCRA(r Rate, burst int, opts ...Option) *GCRA {
+	mustRate(r, "NewGCRA")
+	mustPositive(burst, "NewGCRA", "burst")
+	g := &GCRA{}
+	g.s.iv = newInterval(r)
+	g.s.burst = burst
+	g.s.tol = g.s.iv.times(burst)
+	g.s.tat = fine{ns: monoNow()}
+	g.init(&g.s, newConfig(-1, opts))
+	return g
+}
+
+func (g *gcra) now() int64 { return monoNow() }
+func (g *gcra) limit() int { return g.burst }
+
+// base is max(TAT, now).
+func (g *gcra) base(now int64) fine {
+	if g.tat.ns < now {
+		return fine{ns: now}
+	}
+	return g.tat
+}
+
+func (g *gcra) wait(now int64, n int) int64 {
+	// Admit iff base + n·T ≤ now + burst·T.
+	next := g.iv.add(g.base(now), g.iv.times(n))
+	allow := g.iv.add(fine{ns: now}, g.tol)
+	if !less(allow, next) {
+		return 0
+	}
+	return g.iv.sub(next, allow).ceil()
+}
+
+func (g *gcra) take(now int64, n int) {
+	g.tat = g.iv.add(g.base(now), g.iv.times(n))
+}
+
+func (g *gcra) refund(now int64, n int) {
+	g.tat = g.iv.sub(g.tat, g.iv.times(n))
+}
+
+func (g *gcra) state(now int64, _ int) (int, int64) {
+	b := g.base(now)
+	free := g.iv.sub(g.iv.add(fine{ns: now}, g.tol), b)
+	return g.iv.count(free), g.iv.sub(b, fine{ns: now}).ceil()
+}
+
+func (g *gcra) project(now int64, q *waiter, n int) int64 {
+	return projectCopy(*g, now, q, n)
+}
+
+// LeakyBucket is a shaper: it grants permits spaced evenly at its rate and
+// never bursts. A grant of n permits occupies n emission intervals, so the
+// next grant comes n intervals later. At most capacity permits wait (the
+// default queue limit), and capacity is the Limit a Decision advertises;
+// Remaining is the free room in the queue.
+//
+// TryAcquire succeeds only when the bucket is idle: when nobody waits and the
+// previous grant's intervals have passed.
+type LeakyBucket struct {
+	core
+	s leakyBucket
+}
+
+type leakyBucket struct {
+	iv       interval
+	capacity int
+	next     fine // when the next grant may be emitted
+}
+
+// NewLeakyBucket returns a leaky bucket emitting at rate r that queues at
+// most capacity permits. It panics if r or capacity is not positive.
+func NewLeakyBucket(r Rate, capacity int, opts ...Option) *LeakyBucket {
+	mustRate(r, "NewLeakyBucket")
+	mustPositive(capacity, "NewLeakyBucket", "capacity")
+	lb := &LeakyBucket{}
+	lb.s.iv = newInterval(r)
+	lb.s.capacity = capacity
+	lb.s.next = fine{ns: monoNow()}
+	lb.init(&lb.s, newConfig(capacity, opts))
+	return lb
+}
+
+func (l *leakyBucket) now() int64 { return monoNow() }
+func (l *leakyBucket) limit() int { return l.capacity }
+
+func (l *leakyBucket) wait(now int64, n int) int64 {
+	if less(fine{ns: now}, l.next) {
+		return l.iv.sub(l.next, fine{ns: now}).ceil()
+	}
+	return 0
+}
+
+func (l *leakyBucket) take(now int64, n int) {
+	// Keep the phase when the grant comes on time (the waker fires at the due
+	// nanosecond rounded up); restart it after an idle spell.
+	base := fine{ns: now}
+	if l.next.ns >= now-1 && less(l.next, base) {
+		base = l.next
+	}
+	l.next = l.iv.add(base, l.iv.times(n))
+}
+
+func (l *leakyBucket) refund(now int64, n int) {
+	l.next = l.iv.sub(l.next, l.iv.times(n))
+}
+
+func (l *leakyBucket) state(now int64, queued int) (int, int64) {
+	busy := int64(0)
+	if less(fine{ns: now}, l.next) {
+		busy = l.iv.sub(l.next, fine{ns: now}).ceil()
+	}
+	busy += l.iv.times(queued).ceil()
+	return max(l.capacity-queued, 0), busy
+}
+
+func (l *leakyBucket) project(now int64, q *waiter, n int) int64 {
+	return projectCopy(*l, now, q, n)
+}

@@ -1,0 +1,176 @@
+package limiters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ChainLimiter is what Chain returns: a limiter that admits a request only
+// when every member admits it, taking from all of them at once or from none.
+type ChainLimiter struct {
+	core
+	s chain
+}
+
+type chain struct {
+	members []*core
+	adv     int // the Limit to advertise: that of the member with least Remaining
+}
+
+// base gives Chain access to the shared core of this package's limiters.
+type based interface{ base() *core }
+
+func (c *core) base() *core { return c }
+
+// Chain returns a limiter whose members must all admit a request: all or
+// nothing, for TryAcquire and for Acquire alike. Its Acquire waits in one
+// FIFO queue of its own, takes nothing from any member while it waits, and
+// takes from all of them at once when all can grant.
+//
+// Chain owns its members: Release and Close pass through to each, and the
+// members should not be used on their own afterwards. Its Decision is allowed
+// iff all members allow; it reports the smallest Remaining (with that
+// member's Limit) and the largest RetryAfter and ResetAfter.
+//
+// Members must be limiters from this package (including other Chains and
+// FromRate adapters); Chain panics on any other Limiter, or on none.
+func Chain(ls ...Limiter) Limiter {
+	if len(ls) == 0 {
+		panic("limiters: Chain needs at least one limiter")
+	}
+	ch := &ChainLimiter{}
+	for i, l := range ls {
+		b, ok := l.(based)
+		if !ok || b == nil {
+			panic(fmt.Sprintf("limiters: Chain: member %d (%T) is not a limiter from this package", i, l))
+		}
+		ch.s.members = append(ch.s.members, b.base())
+	}
+	ch.init(&ch.s, newConfig(-1, nil))
+	for _, m := range ch.s.members {
+		m.mu.Lock()
+		cfg := *m.cfg
+		cfg.parent = &ch.core
+		m.cfg = &cfg
+		m.mu.Unlock()
+	}
+	return ch
+}
+
+// Release gives n permits back to every member (only Concurrency members
+// hold any).
+func (ch *ChainLimiter) Release(n int) {
+	for _, m := range ch.s.members {
+		m.Release(n)
+	}
+}
+
+// Close fails the chain's waiters with ErrClosed and closes every member.
+func (ch *ChainLimiter) Close() error {
+	err := ch.core.Close()
+	for _, m := range ch.s.members {
+		err = errors.Join(err, m.Close())
+	}
+	return err
+}
+
+// Acquire waits, in arrival order, until every member can grant n permits,
+// then takes them from all at once. See Limiter.
+func (ch *ChainLimiter) Acquire(ctx context.Context, n int) error {
+	return ch.core.Acquire(ctx, n)
+}
+
+func (c *chain) lock() {
+	for _, m := range c.members {
+		m.mu.Lock()
+	}
+}
+
+func (c *chain) unlock() {
+	for i := len(c.members) - 1; i >= 0; i-- {
+		c.members[i].mu.Unlock()
+	}
+}
+
+func (c *chain) now() int64 { return 0 }
+
+func (c *chain) limit() int {
+	lim := c.members[0].alg.limit()
+	for _, m := range c.members[1:] {
+		lim = min(lim, m.alg.limit())
+	}
+	return lim
+}
+
+// wait is the longest any member needs; a member that is closed, or that has
+// waiters of its own, counts as never (for closed) or as its projection.
+func (c *chain) wait(_ int64, n int) int64 {
+	c.lock()
+	defer c.unlock()
+	var d int64
+	for _, m := range c.members {
+		var w int64
+		switch now := m.alg.now(); {
+		case m.closed:
+			w = never
+		case m.head() != nil:
+			w = max(m.alg.project(now, m.head(), n), 1)
+		default:
+			w = m.alg.wait(now, n)
+		}
+		d = max(d, w)
+	}
+	return d
+}
+
+func (c *chain) take(_ int64, n int) {
+	c.lock()
+	for _, m := range c.members {
+		m.alg.take(m.alg.now(), n)
+		m.acquired += int64(n)
+	}
+	c.unlock()
+}
+
+func (c *chain) refund(_ int64, n int) {
+	c.lock()
+	for _, m := range c.members {
+		m.alg.refund(m.alg.now(), n)
+		m.acquired -= int64(n)
+	}
+	c.unlock()
+}
+
+func (c *chain) state(_ int64, _ int) (int, int64) {
+	c.lock()
+	defer c.unlock()
+	rem, reset := -1, int64(0)
+	for _, m := range c.members {
+		r, t := m.alg.state(m.alg.now(), m.queuedPermits())
+		if rem < 0 || r < rem {
+			rem, c.adv = r, m.alg.limit()
+		}
+		reset = max(reset, t)
+	}
+	return rem, reset
+}
+
+func (c *chain) project(_ int64, q *waiter, n int) int64 {
+	c.lock()
+	defer c.unlock()
+	var d int64
+	for _, m := range c.members {
+		d = max(d, m.alg.project(m.alg.now(), q, n))
+	}
+	return d
+}
+
+// advertised is the Limit a Decision reports: for a chain, the Limit of the
+// member with the smallest Remaining at the last state call.
+func (c *core) advertised(lim int) int {
+	if ch, ok := c.alg.(*chain); ok {
+		return ch.adv
+	}
+	return lim
+}

@@ -1,0 +1,60 @@
+package limiters
+
+import "errors"
+
+// Concurrency is a counting semaphore: at most max permits are held at once,
+// and they come back through Release. Waiters are served in FIFO order, and
+// a large request at the head blocks smaller ones behind it, so it is never
+// starved.
+type Concurrency struct {
+	core
+	s concurrency
+}
+
+type concurrency struct {
+	max   int
+	inUse int
+}
+
+// NewConcurrency returns a semaphore of max permits. It panics if max is not
+// positive.
+func NewConcurrency(max int, opts ...Option) *Concurrency {
+	mustPositive(max, "NewConcurrency", "max")
+	c := &Concurrency{}
+	c.s.max = max
+	c.init(&c.s, newConfig(-1, opts))
+	return c
+}
+
+func (c *concurrency) now() int64 { return 0 }
+func (c *concurrency) limit() int { return c.max }
+
+func (c *concurrency) wait(_ int64, n int) int64 {
+	if c.inUse+n <= c.max {
+		return 0
+	}
+	return never
+}
+
+func (c *concurrency) take(_ int64, n int)   { c.inUse += n }
+func (c *concurrency) refund(_ int64, n int) { c.inUse -= n }
+
+func (c *concurrency) state(int64, int) (int, int64) { return c.max - c.inUse, 0 }
+
+func (c *concurrency) project(now int64, q *waiter, n int) int64 {
+	if q != nil {
+		return never
+	}
+	return c.wait(now, n)
+}
+
+var errOverRelease = errors.New("limiters: Concurrency: released more permits than held")
+
+func (c *concurrency) release(n int) error {
+	if n > c.inUse {
+		c.inUse = 0
+		return errOverRelease
+	}
+	c.inUse -= n
+	return nil
+}

@@ -1,0 +1,398 @@
+package limiters
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// algo is one algorithm's arithmetic: pure functions of its state and the
+// time, with no locking, no goroutines and no timers. core serializes calls.
+type algo interface {
+	// now reads the clock the algorithm counts in (nanoseconds).
+	now() int64
+	// limit is the most permits one request may ask for, and the capacity a
+	// Decision advertises.
+	limit() int
+	// wait is 0 when n permits can be taken at now; otherwise the delay until
+	// they could be, or never when time alone will not do it.
+	wait(now int64, n int) int64
+	// take takes n permits; wait(now, n) must have returned 0.
+	take(now int64, n int)
+	// refund gives back n permits taken by a grant its caller abandoned.
+	refund(now int64, n int)
+	// state reports the permits free at now and the time until the limiter
+	// is fully replenished. queued is the number of permits waiting.
+	state(now int64, queued int) (remaining int, resetAfter int64)
+	// project is the delay until n permits could be granted to a request
+	// that queues behind every waiter from q on.
+	project(now int64, q *waiter, n int) int64
+}
+
+// releaser is implemented by algorithms that hold permits (Concurrency).
+type releaser interface {
+	release(n int) error
+}
+
+// waiter is one blocked Acquire call. ready is closed when it is granted
+// (err == nil) or failed (err != nil).
+type waiter struct {
+	n          int
+	ready      chan struct{}
+	err        error
+	prev, next *waiter
+}
+
+// waitq is the FIFO of blocked Acquire calls and the single timer that wakes
+// its head. It is allocated the first time anyone waits.
+type waitq struct {
+	head, tail *waiter
+	len        int
+	permits    int
+	timer      *time.Timer
+}
+
+func (q *waitq) push(w *waiter) {
+	w.prev = q.tail
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	q.len++
+	q.permits += w.n
+}
+
+func (q *waitq) remove(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	q.len--
+	q.permits -= w.n
+}
+
+// core is the part every limiter shares: the lock, the counters, the FIFO
+// wait queue and its waker. The algorithm supplies the arithmetic.
+type core struct {
+	mu       sync.Mutex // guards everything below and the algorithm's state
+	alg      algo
+	cfg      *config
+	q        *waitq
+	closed   bool
+	acquired int64
+	rejected int64
+}
+
+func (c *core) init(a algo, cfg *config) {
+	c.alg = a
+	c.cfg = cfg
+}
+
+// head returns the first waiter, or nil. c.mu must be held.
+func (c *core) head() *waiter {
+	if c.q == nil {
+		return nil
+	}
+	return c.q.head
+}
+
+func (c *core) queuedPermits() int {
+	if c.q == nil {
+		return 0
+	}
+	return c.q.permits
+}
+
+func checkN(n int) {
+	if n < 0 {
+		panic(fmt.Sprintf("limiters: negative permit count %d", n))
+	}
+}
+
+// TryAcquire takes n permits now or not at all. It never waits, and it fails
+// while any Acquire caller is queued (FIFO: nobody jumps the queue). n == 0
+// is a peek: it takes nothing, and reports Allowed when a permit is free and
+// nobody waits. A denied Decision's RetryAfter counts the waiters ahead.
+func (c *core) TryAcquire(n int) Decision {
+	checkN(n)
+	c.mu.Lock()
+	now := c.alg.now()
+	lim := c.alg.limit()
+	head := c.head()
+	var retry int64
+	allowed := false
+	switch {
+	case c.closed:
+	case n > lim:
+	case n == 0:
+		retry = c.alg.project(now, head, 1)
+		allowed = retry == 0
+	case head != nil:
+		retry = c.alg.project(now, head, n)
+	default:
+		retry = c.alg.wait(now, n)
+		if retry == 0 {
+			c.alg.take(now, n)
+			c.acquired += int64(n)
+			allowed = true
+		}
+	}
+	if !allowed {
+		c.rejected += int64(n)
+	}
+	rem, reset := c.alg.state(now, c.queuedPermits())
+	lim = c.advertised(lim)
+	c.mu.Unlock()
+	if allowed || retry == never {
+		retry = 0
+	}
+	return Decision{
+		Allowed:    allowed,
+		Limit:      lim,
+		Remaining:  rem,
+		ResetAfter: time.Duration(reset),
+		RetryAfter: time.Duration(retry),
+	}
+}
+
+// Acquire waits, in arrival order, until n permits are granted. It returns
+// early with ctx's error, with ErrQueueFull, with ErrClosed, with
+// ErrExceedsLimit when n is more than the limiter ever grants at once, or
+// with a *RejectedError when ctx's deadline would pass before its turn (the
+// turn counts every waiter ahead). An already-cancelled ctx returns its
+// error even when permits are free.
+func (c *core) Acquire(ctx context.Context, n int) error {
+	checkN(n)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if n == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	if n > c.alg.limit() {
+		c.rejected += int64(n)
+		c.mu.Unlock()
+		return ErrExceedsLimit
+	}
+	now := c.alg.now()
+	head := c.head()
+	if head == nil && c.alg.wait(now, n) == 0 {
+		c.alg.take(now, n)
+		c.acquired += int64(n)
+		c.mu.Unlock()
+		return nil
+	}
+	if ql := c.cfg.queueLimit; ql >= 0 && c.queuedPermits()+n > ql {
+		c.rejected += int64(n)
+		c.mu.Unlock()
+		return ErrQueueFull
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d := c.alg.project(now, head, n)
+		if d != never && time.Duration(d) > time.Until(dl) {
+			c.rejected += int64(n)
+			c.mu.Unlock()
+			return &RejectedError{Limiter: c.cfg.name, RetryAfter: time.Duration(d), Reason: "would wait past the context deadline"}
+		}
+	}
+	if c.q == nil {
+		c.q = new(waitq)
+	}
+	w := &waiter{n: n, ready: make(chan struct{})}
+	c.q.push(w)
+	if c.q.head == w {
+		c.dispatch(now)
+	}
+	c.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return w.err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	select {
+	case <-w.ready:
+		if w.err != nil {
+			c.mu.Unlock()
+			return w.err
+		}
+		// Granted as we gave up: give the permits back and let the next go.
+		now = c.alg.now()
+		c.alg.refund(now, n)
+		c.acquired -= int64(n)
+		if c.head() != nil {
+			c.dispatch(now)
+		}
+	default:
+		wasHead := c.q.head == w
+		c.q.remove(w)
+		if wasHead {
+			c.dispatch(c.alg.now())
+		}
+	}
+	p := c.cfg.parent
+	c.mu.Unlock()
+	p.wake()
+	return ctx.Err()
+}
+
+// dispatch grants waiters from the head of the queue while the algorithm
+// allows, then arms the timer for the new head's due time. c.mu must be held.
+func (c *core) dispatch(now int64) {
+	q := c.q
+	for q.head != nil {
+		w := q.head
+		d := c.alg.wait(now, w.n)
+		if d != 0 {
+			if d == never {
+				q.stop()
+			} else {
+				c.arm(time.Duration(d))
+			}
+			return
+		}
+		c.alg.take(now, w.n)
+		c.acquired += int64(w.n)
+		q.remove(w)
+		close(w.ready)
+	}
+	q.stop()
+}
+
+func (c *core) arm(d time.Duration) {
+	if c.q.timer == nil {
+		c.q.timer = time.AfterFunc(d, c.wake)
+		return
+	}
+	c.q.timer.Reset(d)
+}
+
+func (q *waitq) stop() {
+	if q.timer != nil {
+		q.timer.Stop()
+	}
+}
+
+// wake is the timer's callback, and how a Chain's members tell it that
+// permits came back. A nil *core ignores it.
+func (c *core) wake() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.closed || c.head() == nil {
+		c.mu.Unlock()
+		return
+	}
+	c.dispatch(c.alg.now())
+	p := c.cfg.parent
+	c.mu.Unlock()
+	p.wake()
+}
+
+// Release gives back n permits. Only Concurrency holds permits; the rate
+// limiters ignore it.
+func (c *core) Release(n int) {
+	checkN(n)
+	r, ok := c.alg.(releaser)
+	if !ok || n == 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	err := r.release(n)
+	if c.head() != nil {
+		c.dispatch(c.alg.now())
+	}
+	p := c.cfg.parent
+	c.mu.Unlock()
+	if err != nil {
+		panic(err)
+	}
+	p.wake()
+}
+
+// Stats reports cumulative counters and the current state.
+func (c *core) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rem, _ := c.alg.state(c.alg.now(), c.queuedPermits())
+	s := Stats{Acquired: c.acquired, Rejected: c.rejected, Available: rem}
+	if c.q != nil {
+		s.Queued = c.q.len
+	}
+	return s
+}
+
+// Close fails every queued waiter with ErrClosed, stops the timer, and makes
+// later calls fail: Acquire with ErrClosed, TryAcquire with a denial. It is
+// idempotent and always returns nil.
+func (c *core) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if c.q != nil {
+		for w := c.q.head; w != nil; {
+			next := w.next
+			w.err = ErrClosed
+			c.q.remove(w)
+			close(w.ready)
+			w = next
+		}
+		c.q.stop()
+	}
+	return nil
+}
+
+// stepper is what projectCopy needs of an algorithm whose state is a value.
+type stepper interface {
+	wait(now int64, n int) int64
+	take(now int64, n int)
+}
+
+// projectCopy runs the queue from q on against a copy of the algorithm's
+// state, granting each waiter at its due time, and returns the delay until n
+// more permits could be granted.
+func projectCopy[S any, P interface {
+	*S
+	stepper
+}](s S, now int64, q *waiter, n int) int64 {
+	p := P(&s)
+	t := now
+	for w := q; w != nil; w = w.next {
+		d := p.wait(t, w.n)
+		if d == never {
+			return never
+		}
+		t += d
+		p.take(t, w.n)
+	}
+	d := p.wait(t, n)
+	if d == never {
+		return never
+	}
+	return t + d - now
+}

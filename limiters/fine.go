@@ -1,0 +1,143 @@
+package limiters
+
+import (
+	"math"
+	"math/bits"
+	"time"
+)
+
+// never is the delay reported when no amount of waiting alone will grant a
+// request (a Concurrency limiter waits for Release, not for time).
+const never = int64(math.MaxInt64)
+
+// fine is a point in time or a duration in nanoseconds plus a fraction fr/den
+// of a nanosecond, where den comes from the interval it belongs to. Rates
+// such as 3/s have an emission interval of 333333333⅓ ns; keeping the third
+// exactly is what lets the bucket algorithms agree with each other on every
+// trace and never drift.
+type fine struct {
+	ns, fr int64
+}
+
+// interval is the exact emission interval Per/N of a Rate, reduced so that
+// den is as small as possible (den is 1 for every rate that divides its
+// period evenly, e.g. 1000/s).
+type interval struct {
+	ns  int64 // whole nanoseconds
+	fr  int64 // plus fr/den of a nanosecond
+	den int64
+	per int64 // the interval in units of 1/den ns: ns*den + fr
+}
+
+func newInterval(r Rate) interval {
+	n, p := int64(r.N), int64(r.Per)
+	g := gcd(n, p)
+	n, p = n/g, p/g
+	return interval{ns: p / n, fr: p % n, den: n, per: p}
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// times returns n intervals.
+func (iv *interval) times(n int) fine {
+	t := int64(n) * iv.fr
+	return fine{int64(n)*iv.ns + t/iv.den, t % iv.den}
+}
+
+func (iv *interval) add(a, b fine) fine {
+	s := fine{a.ns + b.ns, a.fr + b.fr}
+	if s.fr >= iv.den {
+		s.fr -= iv.den
+		s.ns++
+	}
+	return s
+}
+
+func (iv *interval) sub(a, b fine) fine {
+	s := fine{a.ns - b.ns, a.fr - b.fr}
+	if s.fr < 0 {
+		s.fr += iv.den
+		s.ns--
+	}
+	return s
+}
+
+// count is how many whole intervals fit in d (d ≥ 0).
+func (iv *interval) count(d fine) int {
+	if d.ns < 0 {
+		return 0
+	}
+	if iv.den == 1 {
+		return int(d.ns / iv.per)
+	}
+	hi, lo := bits.Mul64(uint64(d.ns), uint64(iv.den))
+	lo, c := bits.Add64(lo, uint64(d.fr), 0)
+	hi += c
+	if hi == 0 {
+		return int(lo / uint64(iv.per))
+	}
+	if hi >= uint64(iv.per) {
+		return math.MaxInt
+	}
+	q, _ := bits.Div64(hi, lo, uint64(iv.per))
+	if q > math.MaxInt64 {
+		return math.MaxInt
+	}
+	return int(q)
+}
+
+func less(a, b fine) bool { return a.ns < b.ns || (a.ns == b.ns && a.fr < b.fr) }
+
+// ceil rounds d up to whole nanoseconds.
+func (d fine) ceil() int64 {
+	if d.fr > 0 {
+		return d.ns + 1
+	}
+	return d.ns
+}
+
+// origin anchors the monotonic clock of the bucket algorithms: monoNow is
+// time.Since(origin), which reads only the monotonic clock (cheaper than
+// time.Now, and immune to wall-clock steps). Inside a testing/synctest bubble
+// it follows the bubble's fake clock.
+var origin = time.Now()
+
+func monoNow() int64 { return int64(time.Since(origin)) }
+
+// wallNow is nanoseconds since the Unix epoch, for the window algorithms,
+// whose windows every process must agree on.
+func wallNow() int64 { return time.Now().UnixNano() }
+
+// mulDiv returns a*b/c for non-negative operands without overflowing the
+// product, saturating at MaxInt64.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi == 0 {
+		return int64(min(lo/uint64(c), math.MaxInt64))
+	}
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(min(q, math.MaxInt64))
+}
+
+// mulLE reports whether a*b <= c*d for non-negative operands.
+func mulLE(a, b, c, d int64) bool {
+	h1, l1 := bits.Mul64(uint64(a), uint64(b))
+	h2, l2 := bits.Mul64(uint64(c), uint64(d))
+	return h1 < h2 || (h1 == h2 && l1 <= l2)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}

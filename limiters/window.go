@@ -1,0 +1,324 @@
+package limiters
+
+import (
+	"time"
+)
+
+func mustWindow(w time.Duration, ctor string) {
+	if w <= 0 {
+		panic("limiters: " + ctor + ": window must be positive, got " + w.String())
+	}
+}
+
+// FixedWindow admits limit permits per window. Windows are aligned to the
+// Unix epoch (window k is [k·window, (k+1)·window)), so every process that
+// uses the same window agrees on where each one starts.
+type FixedWindow struct {
+	core
+	s fixedWindow
+}
+
+type fixedWindow struct {
+	lim   int
+	win   int64
+	start int64 // the current window's start, Unix nanoseconds
+	count int
+}
+
+// NewFixedWindow returns a limiter admitting limit permits per window. It
+// panics if limit or window is not positive.
+func NewFixedWindow(limit int, window time.Duration, opts ...Option) *FixedWindow {
+	mustPositive(limit, "NewFixedWindow", "limit")
+	mustWindow(window, "NewFixedWindow")
+	fw := &FixedWindow{}
+	fw.s.lim = limit
+	fw.s.win = int64(window)
+	fw.init(&fw.s, newConfig(-1, opts))
+	return fw
+}
+
+func (f *fixedWindow) now() int64 { return wallNow() }
+func (f *fixedWindow) limit() int { return f.lim }
+
+func (f *fixedWindow) roll(now int64) {
+	if w := floorDiv(now, f.win) * f.win; w != f.start {
+		f.start, f.count = w, 0
+	}
+}
+
+func (f *fixedWindow) wait(now int64, n int) int64 {
+	f.roll(now)
+	if f.count+n <= f.lim {
+		return 0
+	}
+	return f.start + f.win - now
+}
+
+func (f *fixedWindow) take(now int64, n int) {
+	f.roll(now)
+	f.count += n
+}
+
+func (f *fixedWindow) refund(now int64, n int) {
+	f.roll(now)
+	f.count = max(f.count-n, 0)
+}
+
+func (f *fixedWindow) state(now int64, _ int) (int, int64) {
+	f.roll(now)
+	return f.lim - f.count, f.start + f.win - now
+}
+
+func (f *fixedWindow) project(now int64, q *waiter, n int) int64 {
+	return projectCopy(*f, now, q, n)
+}
+
+// SlidingWindow approximates a sliding window with two fixed windows (aligned
+// to the Unix epoch like FixedWindow's): at elapsed time e into the current
+// window it admits n iff
+//
+//	prev·(1 − e/window) + curr + n ≤ limit
+//
+// where prev and curr count the permits granted in the previous and current
+// windows. It costs two counters per key whatever the limit.
+//
+// The approximation assumes the previous window's grants were spread evenly.
+// On steady or random traffic it stays within a few percent of the exact
+// SlidingLog; in the worst case (every grant of the previous window packed at
+// its very end) a span of one window length can hold up to 2·limit−1 grants.
+// Use SlidingLog when the limit must be exact.
+type SlidingWindow struct {
+	core
+	s slidingWindow
+}
+
+type slidingWindow struct {
+	lim        int
+	win        int64
+	start      int64
+	prev, curr int
+}
+
+// NewSlidingWindow returns a sliding-window-counter limiter admitting about
+// limit permits per window. It panics if limit or window is not positive.
+func NewSlidingWindow(limit int, window time.Duration, opts ...Option) *SlidingWindow {
+	mustPositive(limit, "NewSlidingWindow", "limit")
+	mustWindow(window, "NewSlidingWindow")
+	sw := &SlidingWindow{}
+	sw.s.lim = limit
+	sw.s.win = int64(window)
+	sw.init(&sw.s, newConfig(-1, opts))
+	return sw
+}
+
+func (s *slidingWindow) now() int64 { return wallNow() }
+func (s *slidingWindow) limit() int { return s.lim }
+
+func (s *slidingWindow) roll(now int64) {
+	w := floorDiv(now, s.win) * s.win
+	switch {
+	case w == s.start:
+	case w == s.start+s.win:
+		s.start, s.prev, s.curr = w, s.curr, 0
+	default:
+		s.start, s.prev, s.curr = w, 0, 0
+	}
+}
+
+// fits reports whether prev·(win−e) + (curr+n)·win ≤ lim·win.
+func (s *slidingWindow) fits(e int64, prev, curr, n int) bool {
+	if curr+n > s.lim {
+		return false
+	}
+	return mulLE(int64(prev), s.win-e, int64(s.lim-curr-n), s.win)
+}
+
+// due is the elapsed time into a window with counts prev and curr from which
+// n more permits fit, or -1 if they never fit in that window.
+func (s *slidingWindow) due(prev, curr, n int) int64 {
+	room := s.lim - curr - n
+	if room < 0 {
+		return -1
+	}
+	if prev == 0 {
+		return 0
+	}
+	// prev·(win−e) ≤ room·win  ⇔  e ≥ win − ⌊room·win/prev⌋
+	return max(s.win-mulDiv(int64(room), s.win, int64(prev)), 0)
+}
+
+func (s *slidingWindow) wait(now int64, n int) int64 {
+	s.roll(now)
+	e := now - s.start
+	if s.fits(e, s.prev, s.curr, n) {
+		return 0
+	}
+	if d := s.due(s.prev, s.curr, n); d >= 0 && d < s.win {
+		return s.start + d - now
+	}
+	// Not in this window: in the next, the current count becomes prev.
+	d := s.due(s.curr, 0, n)
+	return s.start + s.win + d - now
+}
+
+func (s *slidingWindow) take(now int64, n int) {
+	s.roll(now)
+	s.curr += n
+}
+
+func (s *slidingWindow) refund(now int64, n int) {
+	s.roll(now)
+	s.curr = max(s.curr-n, 0)
+}
+
+func (s *slidingWindow) state(now int64, _ int) (int, int64) {
+	s.roll(now)
+	e := now - s.start
+	// The previous window's weight, rounded up so Remaining never promises
+	// a permit that would be refused.
+	w := mulDiv(int64(s.prev), s.win-e, s.win)
+	if !mulLE(int64(s.prev), s.win-e, w, s.win) {
+		w++
+	}
+	rem := max(s.lim-s.curr-int(w), 0)
+	var reset int64
+	switch {
+	case s.curr > 0:
+		reset = s.start + 2*s.win - now
+	case s.prev > 0:
+		reset = s.start + s.win - now
+	}
+	return rem, reset
+}
+
+func (s *slidingWindow) project(now int64, q *waiter, n int) int64 {
+	return projectCopy(*s, now, q, n)
+}
+
+// SlidingLog is the exact sliding window: it admits n iff the permits granted
+// in (now−window, now] plus n are at most limit. It keeps a log of its
+// grants in a ring buffer whose size is bounded by limit.
+type SlidingLog struct {
+	core
+	s slidingLog
+}
+
+type logEntry struct {
+	at int64 // Unix nanoseconds
+	n  int
+}
+
+type slidingLog struct {
+	lim   int
+	win   int64
+	ring  []logEntry // len(ring) is the capacity in use, ≤ lim
+	head  int        // index of the oldest entry
+	count int        // entries in use
+	total int        // permits in the log
+}
+
+// NewSlidingLog returns an exact sliding-window limiter admitting limit
+// permits per window. It panics if limit or window is not positive.
+func NewSlidingLog(limit int, window time.Duration, opts ...Option) *SlidingLog {
+	mustPositive(limit, "NewSlidingLog", "limit")
+	mustWindow(window, "NewSlidingLog")
+	sl := &SlidingLog{}
+	sl.s.lim = limit
+	sl.s.win = int64(window)
+	sl.init(&sl.s, newConfig(-1, opts))
+	return sl
+}
+
+func (l *slidingLog) now() int64 { return wallNow() }
+func (l *slidingLog) limit() int { return l.lim }
+
+func (l *slidingLog) at(i int) *logEntry { return &l.ring[(l.head+i)%len(l.ring)] }
+
+// expire drops the entries at or before now−window.
+func (l *slidingLog) expire(now int64) {
+	for l.count > 0 {
+		e := &l.ring[l.head]
+		if e.at > now-l.win {
+			return
+		}
+		l.total -= e.n
+		l.head = (l.head + 1) % len(l.ring)
+		l.count--
+	}
+}
+
+func (l *slidingLog) wait(now int64, n int) int64 {
+	l.expire(now)
+	over := l.total + n - l.lim
+	if over <= 0 {
+		return 0
+	}
+	// Wait until the oldest entries holding `over` permits have expired.
+	for i := 0; i < l.count; i++ {
+		e := l.at(i)
+		over -= e.n
+		if over <= 0 {
+			return e.at + l.win - now
+		}
+	}
+	return never // unreachable while n ≤ lim
+}
+
+func (l *slidingLog) take(now int64, n int) {
+	l.expire(now)
+	if l.count > 0 {
+		if last := l.at(l.count - 1); last.at == now {
+			last.n += n
+			l.total += n
+			return
+		}
+	}
+	if l.count == len(l.ring) {
+		l.grow()
+	}
+	*l.at(l.count) = logEntry{at: now, n: n}
+	l.count++
+	l.total += n
+}
+
+// grow doubles the ring, up to lim entries (each entry holds ≥ 1 permit and
+// the log holds ≤ lim permits, so lim entries always suffice).
+func (l *slidingLog) grow() {
+	size := min(max(2*len(l.ring), 4), l.lim)
+	ring := make([]logEntry, size)
+	for i := 0; i < l.count; i++ {
+		ring[i] = *l.at(i)
+	}
+	l.ring, l.head = ring, 0
+}
+
+func (l *slidingLog) refund(now int64, n int) {
+	for n > 0 && l.count > 0 {
+		last := l.at(l.count - 1)
+		k := min(n, last.n)
+		last.n -= k
+		l.total -= k
+		n -= k
+		if last.n == 0 {
+			l.count--
+		}
+	}
+}
+
+func (l *slidingLog) state(now int64, _ int) (int, int64) {
+	l.expire(now)
+	if l.count == 0 {
+		return l.lim, 0
+	}
+	return l.lim - l.total, l.at(l.count-1).at + l.win - now
+}
+
+func (l *slidingLog) project(now int64, q *waiter, n int) int64 {
+	if q == nil {
+		return l.wait(now, n)
+	}
+	c := *l
+	c.ring = make([]logEntry, len(l.ring))
+	copy(c.ring, l.ring)
+	return projectCopy(c, now, q, n)
+}
