@@ -53,8 +53,8 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) *TokenBucket {
 	return tb
 }
 
-func (b *tokenBucket) now() int64  { return monoNow() }
-func (b *tokenBucket) limit() int  { return b.burst }
+func (b *tokenBucket) now() int64 { return monoNow() }
+func (b *tokenBucket) limit() int { return b.burst }
 func (b *tokenBucket) refill(now int64) {
 	if now <= b.last {
 		return
