@@ -247,7 +247,7 @@ var commonNames = [...]string{
 	"subscription-reads", "subscription-writes", "subscription-deletes",
 	"tenant-reads", "tenant-writes", "tenant-deletes",
 	"subscription-resource-requests", "subscription-resource-entities-read",
-	"resource",
+	"resource", "second", "minute", "hour", "day",
 }
 
 // lowerName returns name in lower case, without allocating for the
@@ -380,10 +380,10 @@ func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
 		return qs
 	}
 	var (
-		limBuf                                 [8]string
-		remBuf, rstBuf, raBuf, rtBuf, usedBuf  [8]string
-		nameBuf, ivBuf, frBuf, polBuf          [8]string
-		limits                                 [8]limitMember
+		limBuf                                  [8]string
+		remBuf, rstBuf, raBuf, rtBuf, usedBuf   [8]string
+		nameBuf, ivBuf, frBuf, polBuf           [8]string
+		limits                                  [8]limitMember
 		lim, rem, rst, ra, rt, used, nm, iv, fr []string
 	)
 	lim = splitList(limBuf[:0], p.limit)
@@ -516,6 +516,9 @@ func appendNamed(qs []Quota, g *named, now time.Time) []Quota {
 	rst := splitList(rstBuf[:0], g.fields[2].vals)
 	for i := range max(len(lim), len(rem), len(rst)) {
 		q := Quota{Name: g.name, Limit: parseCount(at(lim, i)), Remaining: -1}
+		if g.fam == famX {
+			q.Window = nameWindow(g.name)
+		}
 		r := at(rem, i)
 		// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
 		if name, count, ok := strings.Cut(r, ";"); ok && g.fam == famAzure {
@@ -530,6 +533,22 @@ func appendNamed(qs []Quota, g *named, now time.Time) []Quota {
 		}
 	}
 	return qs
+}
+
+// nameWindow returns the window a quota named after it implies, as Kong
+// names its X-RateLimit-Limit-Minute and friends.
+func nameWindow(name string) time.Duration {
+	switch name {
+	case "second":
+		return time.Second
+	case "minute":
+		return time.Minute
+	case "hour":
+		return time.Hour
+	case "day":
+		return 24 * time.Hour
+	}
+	return 0
 }
 
 // appendShopify appends Shopify's "used/limit" call limits.

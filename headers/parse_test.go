@@ -103,6 +103,26 @@ func TestParseRealWorld(t *testing.T) {
 			delay: 1500 * time.Millisecond,
 		},
 		{
+			name: "Kong",
+			h: hdr(
+				"X-RateLimit-Limit-Minute", "10",
+				"X-RateLimit-Remaining-Minute", "0",
+				"X-RateLimit-Limit-Hour", "100",
+				"X-RateLimit-Remaining-Hour", "90",
+				"RateLimit-Limit", "10",
+				"RateLimit-Remaining", "0",
+				"RateLimit-Reset", "20",
+				"Retry-After", "20",
+			),
+			quotas: []Quota{
+				{Limit: 10, Remaining: 0, Reset: after(20 * time.Second)},
+				{Name: "hour", Limit: 100, Remaining: 90, Window: time.Hour},
+				{Name: "minute", Limit: 10, Remaining: 0, Window: time.Minute},
+			},
+			retryAfter: 20 * time.Second, hasRetry: true,
+			delay: 20 * time.Second,
+		},
+		{
 			name: "Anthropic",
 			h: hdr(
 				"anthropic-ratelimit-requests-limit", "50",
