@@ -37,7 +37,8 @@
 //     an RFC 3339 time (with or without seconds) or a Go duration.
 //   - OpenAI-style x-ratelimit-limit-requests, x-ratelimit-remaining-tokens,
 //     x-ratelimit-reset-requests ("6m0s") and friends: one quota per
-//     suffix, named by it ("requests", "tokens").
+//     suffix, named by it ("requests", "tokens"); Kong's
+//     X-RateLimit-Limit-Minute and friends get the window their name says.
 //   - anthropic-ratelimit-<name>-limit / -remaining / -reset.
 //   - The IETF draft-ietf-httpapi-ratelimit-headers: the latest
 //     RateLimit-Policy and RateLimit structured fields (items join by
@@ -45,8 +46,10 @@
 //     and the separate RateLimit-Limit / -Remaining / -Reset fields, which
 //     GitLab also sends (with RateLimit-Name, RateLimit-Observed and
 //     RateLimit-ResetTime).
-//   - Shopify's X-Shopify-Shop-Api-Call-Limit ("32/40") and Azure
-//     Resource Manager's x-ms-ratelimit-remaining-*.
+//   - Shopify's X-Shopify-Shop-Api-Call-Limit ("32/40"), Azure
+//     Resource Manager's x-ms-ratelimit-remaining-*, and Jira's
+//     X-RateLimit-FillRate and X-RateLimit-Interval-Seconds, reported as the
+//     Window that refills Limit (so Limit/Window is the sustained rate).
 //
 // Header names match case-insensitively, even as raw, non-canonical map
 // keys. Repeated field lines and list members are separate quotas, paired by
