@@ -1,0 +1,471 @@
+package throttle
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/throttlekit/throttle/headers"
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// gate is one partition's memory of what the server said: a pause until a
+// reset, the quota left (less the requests already on the wire), the pacing
+// that spreads a low quota evenly until its reset, and the one-request probe
+// that follows every pause. Requests pass the gate in FIFO order before they
+// take a permit from the partition's limiter.
+type gate struct {
+	t   *Transport
+	key string
+
+	mu     sync.Mutex
+	head   *gwaiter
+	tail   *gwaiter
+	timer  *time.Timer
+	closed bool
+
+	pausedUntil time.Time // no request starts before this
+	paused      bool      // a pause is in force (for the Resumed event)
+	probe       bool      // the next request probes alone
+	probing     bool      // the probe is on the wire: hold the rest
+	quota       bool      // avail, reset are known
+	avail       int64     // requests we may still send before reset
+	limit       int64
+	reset       time.Time
+	nextSend    time.Time     // pacing: the next request waits until then
+	inflight    int           // admitted, not yet answered
+	backoff     time.Duration // for 429s that say nothing about when
+	learned     time.Duration // pacing learned from 429s that came without quota headers
+	resumedAt   time.Time     // when the last pause ended
+	okSince     int           // successful responses since resumedAt
+}
+
+type gwaiter struct {
+	ready      chan struct{}
+	err        error
+	probe      bool
+	prev, next *gwaiter
+}
+
+// ticket is what admit hands a request: whether it is the probe.
+type ticket struct{ probe bool }
+
+const (
+	minBackoff = time.Second
+	// notYet is how long to wait when a quota is used up and its reset has
+	// already passed by a clock that is not on a whole second: the server's
+	// reset is stale or rounded down, and a probe will tell us more.
+	notYet = 100 * time.Millisecond
+)
+
+// check reports whether a request may go now; if not, wake is when to look
+// again (zero: when a response arrives). g.mu must be held.
+func (g *gate) check(now time.Time) (ok bool, wake time.Time, resumed bool) {
+	if now.Before(g.pausedUntil) {
+		return false, g.pausedUntil, false
+	}
+	if g.paused {
+		g.paused = false
+		g.resumedAt, g.okSince = now, 0
+		resumed = true
+	}
+	if g.probing {
+		return false, time.Time{}, resumed
+	}
+	if g.quota && !now.Before(g.reset) {
+		// The quota's window has ended: what we knew is stale.
+		g.quota, g.probe = false, true
+	}
+	if g.quota && g.avail <= 0 {
+		g.pauseUntil(g.reset)
+		return false, g.pausedUntil, resumed
+	}
+	if now.Before(g.nextSend) {
+		return false, g.nextSend, resumed
+	}
+	return true, time.Time{}, resumed
+}
+
+// low reports whether a quota is low enough to pace: a tenth of the limit
+// or less (when the limit is unknown, ten requests or fewer).
+func low(avail, limit int64) bool {
+	if limit > 0 {
+		return avail*10 <= limit
+	}
+	return avail <= 10
+}
+
+// sent records that a request passed the gate. g.mu must be held.
+func (g *gate) sent(now time.Time) ticket {
+	g.inflight++
+	tk := ticket{probe: g.probe}
+	if g.probe {
+		g.probe, g.probing = false, true
+	}
+	if g.quota {
+		g.avail--
+		if g.avail > 0 && low(g.avail, g.limit) {
+			g.nextSend = now.Add(g.reset.Sub(now) / time.Duration(g.avail+1))
+		}
+	} else if g.learned > 0 {
+		g.nextSend = now.Add(g.learned)
+	}
+	return tk
+}
+
+func (g *gate) pauseUntil(until time.Time) {
+	if until.After(g.pausedUntil) {
+		g.pausedUntil = until
+	}
+	g.paused, g.probe, g.quota = true, true, false
+}
+
+// admit waits for the gate to let the request go, in FIFO order. deadline
+// (if non-zero) is the latest the request may wait until.
+func (g *gate) admit(ctx context.Context, deadline time.Time) (ticket, error) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return ticket{}, limiters.ErrClosed
+	}
+	now := time.Now()
+	var resumed bool
+	if g.head == nil {
+		ok, _, r := g.check(now)
+		resumed = r
+		if ok {
+			tk := g.sent(now)
+			g.mu.Unlock()
+			if resumed {
+				g.t.emit(Event{Kind: EventResumed, Key: g.key})
+			}
+			return tk, nil
+		}
+	}
+	if due := g.due(now); !deadline.IsZero() && !due.IsZero() && due.After(deadline) {
+		g.mu.Unlock()
+		return ticket{}, &limiters.RejectedError{
+			Limiter:    g.key,
+			RetryAfter: due.Sub(now),
+			Reason:     "the server asked this partition to wait past the deadline",
+		}
+	}
+	w := &gwaiter{ready: make(chan struct{})}
+	g.push(w)
+	if g.head == w {
+		resumed = g.dispatch(now) || resumed
+	}
+	g.mu.Unlock()
+	if resumed {
+		g.t.emit(Event{Kind: EventResumed, Key: g.key})
+	}
+
+	select {
+	case <-w.ready:
+		return ticket{probe: w.probe}, w.err
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	select {
+	case <-w.ready:
+		if w.err == nil {
+			// Let through as we gave up: undo it.
+			g.abortLocked(ticket{probe: w.probe})
+		}
+	default:
+		g.remove(w)
+	}
+	resumed = g.head != nil && g.dispatch(time.Now())
+	g.mu.Unlock()
+	if resumed {
+		g.t.emit(Event{Kind: EventResumed, Key: g.key})
+	}
+	return ticket{}, ctx.Err()
+}
+
+// due estimates when a request queued now would be let through: the gate's
+// own wake time plus one pacing interval per waiter ahead. Zero means
+// unknown (it waits for a response). g.mu must be held.
+func (g *gate) due(now time.Time) time.Time {
+	if g.probing {
+		return time.Time{}
+	}
+	at := now
+	if now.Before(g.pausedUntil) {
+		at = g.pausedUntil
+	}
+	if at.Before(g.nextSend) {
+		at = g.nextSend
+	}
+	if g.quota && g.avail <= 0 && at.Before(g.reset) {
+		at = g.reset
+	}
+	var ahead int
+	for w := g.head; w != nil; w = w.next {
+		ahead++
+	}
+	if ahead > 0 {
+		if g.probe || (g.quota && g.avail <= 0) || g.pausedUntil.After(now) {
+			// Behind a probe: its answer decides; we cannot tell.
+			return time.Time{}
+		}
+		step := g.learned
+		if g.quota && g.avail > 0 && low(g.avail, g.limit) {
+			step = g.reset.Sub(now) / time.Duration(g.avail+1)
+		}
+		at = at.Add(time.Duration(ahead) * step)
+	}
+	return at
+}
+
+func (g *gate) push(w *gwaiter) {
+	w.prev = g.tail
+	if g.tail != nil {
+		g.tail.next = w
+	} else {
+		g.head = w
+	}
+	g.tail = w
+}
+
+func (g *gate) remove(w *gwaiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		g.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		g.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+}
+
+// dispatch lets waiters through from the head while the gate allows and arms
+// the timer for the next look. It reports whether a pause ended. g.mu must
+// be held.
+func (g *gate) dispatch(now time.Time) (resumed bool) {
+	for g.head != nil && !g.closed {
+		ok, wake, r := g.check(now)
+		resumed = resumed || r
+		if !ok {
+			if !wake.IsZero() {
+				g.arm(wake.Sub(now))
+			}
+			return resumed
+		}
+		w := g.head
+		g.remove(w)
+		w.probe = g.sent(now).probe
+		close(w.ready)
+	}
+	return resumed
+}
+
+func (g *gate) arm(d time.Duration) {
+	if g.timer == nil {
+		g.timer = time.AfterFunc(d, g.wake)
+		return
+	}
+	g.timer.Reset(d)
+}
+
+func (g *gate) wake() {
+	g.mu.Lock()
+	resumed := g.dispatch(time.Now())
+	g.mu.Unlock()
+	if resumed {
+		g.t.emit(Event{Kind: EventResumed, Key: g.key})
+	}
+}
+
+// abort undoes an admission whose request was never sent.
+func (g *gate) abort(tk ticket) {
+	g.mu.Lock()
+	g.abortLocked(tk)
+	resumed := g.dispatch(time.Now())
+	g.mu.Unlock()
+	if resumed {
+		g.t.emit(Event{Kind: EventResumed, Key: g.key})
+	}
+}
+
+func (g *gate) abortLocked(tk ticket) {
+	g.inflight--
+	if g.quota {
+		g.avail++
+	}
+	if tk.probe {
+		g.probing, g.probe = false, true
+	}
+}
+
+// done learns from a response (or a transport error) to a request the gate
+// let through.
+func (g *gate) done(tk ticket, resp *http.Response, now time.Time) {
+	var info headers.Info
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+		info = headers.Parse(resp.Header, now)
+	}
+	g.mu.Lock()
+	g.inflight--
+	if tk.probe {
+		g.probing = false
+	}
+	var paused time.Time
+	if resp != nil {
+		paused = g.learn(status, info, now)
+	}
+	resumed := g.dispatch(now)
+	g.mu.Unlock()
+	if !paused.IsZero() {
+		g.t.emit(Event{Kind: EventPaused, Key: g.key, Until: paused, Status: status})
+	}
+	if resumed {
+		g.t.emit(Event{Kind: EventResumed, Key: g.key})
+	}
+}
+
+// learn applies what a response says. It returns the end of a pause it
+// started, or zero. g.mu must be held.
+func (g *gate) learn(status int, info headers.Info, now time.Time) time.Time {
+	limited := status == http.StatusTooManyRequests ||
+		(status == http.StatusServiceUnavailable && info.HasRetryAfter)
+	if limited {
+		d := g.delay(info, now)
+		if d <= 0 {
+			// A 429 that says nothing about when: back off exponentially.
+			g.backoff = min(max(2*g.backoff, minBackoff), g.t.maxPause)
+			d = g.backoff
+		}
+		until := now.Add(min(d, g.t.maxPause))
+		if !g.quota && g.okSince > 0 && !g.resumedAt.IsZero() {
+			// No quota headers: learn a pace from how many requests the
+			// server took between the last pause and this one.
+			if step := until.Sub(g.resumedAt) / time.Duration(g.okSince); step > g.learned {
+				g.learned = step
+			}
+		}
+		g.pauseUntil(until)
+		return g.pausedUntil
+	}
+	if status < 400 {
+		g.backoff = 0
+		g.okSince++
+	}
+	q, ok := tightest(info)
+	if !ok {
+		return time.Time{}
+	}
+	reset := effectiveReset(q, now)
+	if q.Remaining == 0 {
+		if reset.IsZero() {
+			return time.Time{}
+		}
+		g.pauseUntil(minTime(reset, now.Add(g.t.maxPause)))
+		return g.pausedUntil
+	}
+	if reset.IsZero() || !reset.After(now) {
+		g.quota = false
+		return time.Time{}
+	}
+	g.learned = 0
+	g.quota = true
+	g.avail = q.Remaining - int64(g.inflight)
+	g.limit = q.Limit
+	g.reset = minTime(reset, now.Add(g.t.maxPause))
+	if g.avail <= 0 {
+		g.pauseUntil(g.reset)
+		return g.pausedUntil
+	}
+	return time.Time{}
+}
+
+// delay is Info.Delay with the sloppy-server rules of effectiveReset.
+func (g *gate) delay(info headers.Info, now time.Time) time.Duration {
+	var d time.Duration
+	if info.HasRetryAfter {
+		d = info.RetryAfter
+	}
+	for _, q := range info.Quotas {
+		if q.Remaining == 0 {
+			if r := effectiveReset(q, now); !r.IsZero() {
+				d = max(d, r.Sub(now))
+			}
+		}
+	}
+	return d
+}
+
+// tightest is the quota with the fewest requests remaining.
+func tightest(info headers.Info) (headers.Quota, bool) {
+	var best headers.Quota
+	found := false
+	for _, q := range info.Quotas {
+		if q.Remaining < 0 {
+			continue
+		}
+		if !found || q.Remaining < best.Remaining ||
+			(q.Remaining == best.Remaining && q.Reset.After(best.Reset)) {
+			best, found = q, true
+		}
+	}
+	return best, found
+}
+
+// effectiveReset corrects the reset of sloppy servers. A reset on a whole
+// second that has already passed is taken as the end of that second (servers
+// round resets down); any other reset that has passed while nothing remains
+// means "not yet", not "no information".
+func effectiveReset(q headers.Quota, now time.Time) time.Time {
+	r := q.Reset
+	if r.IsZero() || r.After(now) {
+		return r
+	}
+	if r.Nanosecond() == 0 {
+		if end := r.Add(time.Second); end.After(now) {
+			return end
+		}
+	}
+	if q.Remaining == 0 {
+		return now.Add(notYet)
+	}
+	return r
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// neutral reports whether the gate holds nothing worth remembering.
+// g.mu must be held.
+func (g *gate) neutral(now time.Time) bool {
+	return g.head == nil && g.inflight == 0 && !g.quota && !g.probe && !g.probing &&
+		!g.pausedUntil.After(now) && g.learned == 0 && g.backoff == 0
+}
+
+func (g *gate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.closed = true
+	for w := g.head; w != nil; {
+		next := w.next
+		g.remove(w)
+		w.err = limiters.ErrClosed
+		close(w.ready)
+		w = next
+	}
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+}
