@@ -59,15 +59,25 @@ func (b *tokenBucket) refill(now int64) {
 	if now <= b.last {
 		return
 	}
-	if dt := now - b.last; dt >= b.tol.ns+1 {
-		b.credit = b.tol
-	} else {
-		b.credit = b.iv.add(b.credit, fine{ns: dt})
-		if less(b.tol, b.credit) {
-			b.credit = b.tol
-		}
-	}
+	dt := now - b.last
 	b.last = now
+	if dt >= b.tol.ns+2 { // credit ≥ 0, so the bucket has been full for ≥ 1ns
+		b.credit = b.tol
+		return
+	}
+	b.credit = b.capFull(b.iv.add(b.credit, fine{ns: dt}))
+}
+
+// capFull caps credit at a full bucket, except that a bucket that became full
+// less than a nanosecond ago (at a fractional instant the nanosecond clock
+// cannot show) keeps the fraction: a grant at the first nanosecond after a
+// due time such as 333333333⅓ ns counts from the exact due time, so waiting
+// at a rate like 3/s does not drift. GCRA's base makes the same choice.
+func (b *tokenBucket) capFull(credit fine) fine {
+	if less(credit, b.iv.add(b.tol, fine{ns: 1})) {
+		return credit
+	}
+	return b.tol
 }
 
 func (b *tokenBucket) wait(now int64, n int) int64 {
@@ -86,15 +96,12 @@ func (b *tokenBucket) take(now int64, n int) {
 
 func (b *tokenBucket) refund(now int64, n int) {
 	b.refill(now)
-	b.credit = b.iv.add(b.credit, b.iv.times(n))
-	if less(b.tol, b.credit) {
-		b.credit = b.tol
-	}
+	b.credit = b.capFull(b.iv.add(b.credit, b.iv.times(n)))
 }
 
 func (b *tokenBucket) state(now int64, _ int) (int, int64) {
 	b.refill(now)
-	return b.iv.count(b.credit), b.iv.sub(b.tol, b.credit).ceil()
+	return min(b.iv.count(b.credit), b.burst), max(b.iv.sub(b.tol, b.credit).ceil(), 0)
 }
 
 func (b *tokenBucket) project(now int64, q *waiter, n int) int64 {
@@ -134,9 +141,13 @@ func NewGCRA(r Rate, burst int, opts ...Option) *GCRA {
 func (g *gcra) now() int64 { return monoNow() }
 func (g *gcra) limit() int { return g.burst }
 
-// base is max(TAT, now).
+// base is max(TAT, now), except that a TAT less than a nanosecond before now
+// (a fractional instant the nanosecond clock cannot show, such as a due time
+// of 333333333⅓ ns whose waiter wakes at 333333334) is kept: the grant counts
+// from the exact due time, so waiting at a rate like 3/s does not drift.
+// TokenBucket's capFull makes the same choice.
 func (g *gcra) base(now int64) fine {
-	if g.tat.ns < now {
+	if g.tat.ceil() < now {
 		return fine{ns: now}
 	}
 	return g.tat
@@ -163,7 +174,7 @@ func (g *gcra) refund(now int64, n int) {
 func (g *gcra) state(now int64, _ int) (int, int64) {
 	b := g.base(now)
 	free := g.iv.sub(g.iv.add(fine{ns: now}, g.tol), b)
-	return g.iv.count(free), g.iv.sub(b, fine{ns: now}).ceil()
+	return min(g.iv.count(free), g.burst), max(g.iv.sub(b, fine{ns: now}).ceil(), 0)
 }
 
 func (g *gcra) project(now int64, q *waiter, n int) int64 {
@@ -216,7 +227,7 @@ func (l *leakyBucket) take(now int64, n int) {
 	// Keep the phase when the grant comes on time (the waker fires at the due
 	// nanosecond rounded up); restart it after an idle spell.
 	base := fine{ns: now}
-	if l.next.ns >= now-1 && less(l.next, base) {
+	if l.next.ceil() >= now && less(l.next, base) {
 		base = l.next
 	}
 	l.next = l.iv.add(base, l.iv.times(n))
