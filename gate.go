@@ -30,7 +30,9 @@ type gate struct {
 	probe       bool      // the next request probes alone
 	probing     bool      // the probe is on the wire: hold the rest
 	quota       bool      // avail, reset are known
-	avail       int64     // requests we may still send before reset
+	rmin        int64     // the least the server said remains before reset
+	ver         int64     // answers applied so far
+	rminVer     int64     // ver when rmin was last set
 	limit       int64
 	reset       time.Time
 	nextSend    time.Time     // pacing: the next request waits until then
@@ -44,19 +46,24 @@ type gate struct {
 type gwaiter struct {
 	ready      chan struct{}
 	err        error
-	probe      bool
+	tk         ticket
 	prev, next *gwaiter
 }
 
-// ticket is what admit hands a request: whether it is the probe.
-type ticket struct{ probe bool }
+// ticket is what admit hands a request: whether it is the probe, and its
+// place in the order of admissions.
+type ticket struct {
+	probe bool
+	ver   int64 // g.ver when the request was let through
+}
 
 const (
 	minBackoff = time.Second
 	// notYet is how long to wait when a quota is used up and its reset has
-	// already passed by a clock that is not on a whole second: the server's
-	// reset is stale or rounded down, and a probe will tell us more.
-	notYet = 100 * time.Millisecond
+	// already passed: servers write resets in whole seconds, rounded down,
+	// so "0" means "within the second", and a reset that has passed while
+	// nothing remains means "not yet", not "no information".
+	notYet = time.Second
 )
 
 // check reports whether a request may go now; if not, wake is when to look
@@ -77,9 +84,10 @@ func (g *gate) check(now time.Time) (ok bool, wake time.Time, resumed bool) {
 		// The quota's window has ended: what we knew is stale.
 		g.quota, g.probe = false, true
 	}
-	if g.quota && g.avail <= 0 {
-		g.pauseUntil(g.reset)
-		return false, g.pausedUntil, resumed
+	if g.quota && g.avail() <= 0 {
+		// Our own estimate, not the server's word: an answer that shows
+		// fewer requests in flight than we feared lets waiters go.
+		return false, g.reset, resumed
 	}
 	if now.Before(g.nextSend) {
 		return false, g.nextSend, resumed
@@ -99,14 +107,13 @@ func low(avail, limit int64) bool {
 // sent records that a request passed the gate. g.mu must be held.
 func (g *gate) sent(now time.Time) ticket {
 	g.inflight++
-	tk := ticket{probe: g.probe}
+	tk := ticket{probe: g.probe, ver: g.ver}
 	if g.probe {
 		g.probe, g.probing = false, true
 	}
 	if g.quota {
-		g.avail--
-		if g.avail > 0 && low(g.avail, g.limit) {
-			g.nextSend = now.Add(g.reset.Sub(now) / time.Duration(g.avail+1))
+		if a := g.avail(); a > 0 && low(a, g.limit) {
+			g.nextSend = now.Add(g.reset.Sub(now) / time.Duration(a+1))
 		}
 	} else if g.learned > 0 {
 		g.nextSend = now.Add(g.learned)
@@ -163,7 +170,7 @@ func (g *gate) admit(ctx context.Context, deadline time.Time) (ticket, error) {
 
 	select {
 	case <-w.ready:
-		return ticket{probe: w.probe}, w.err
+		return w.tk, w.err
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
@@ -171,7 +178,7 @@ func (g *gate) admit(ctx context.Context, deadline time.Time) (ticket, error) {
 	case <-w.ready:
 		if w.err == nil {
 			// Let through as we gave up: undo it.
-			g.abortLocked(ticket{probe: w.probe})
+			g.abortLocked(w.tk)
 		}
 	default:
 		g.remove(w)
@@ -198,7 +205,7 @@ func (g *gate) due(now time.Time) time.Time {
 	if at.Before(g.nextSend) {
 		at = g.nextSend
 	}
-	if g.quota && g.avail <= 0 && at.Before(g.reset) {
+	if g.quota && g.avail() <= 0 && at.Before(g.reset) {
 		at = g.reset
 	}
 	var ahead int
@@ -206,13 +213,13 @@ func (g *gate) due(now time.Time) time.Time {
 		ahead++
 	}
 	if ahead > 0 {
-		if g.probe || (g.quota && g.avail <= 0) || g.pausedUntil.After(now) {
+		if g.probe || (g.quota && g.avail() <= 0) || g.pausedUntil.After(now) {
 			// Behind a probe: its answer decides; we cannot tell.
 			return time.Time{}
 		}
 		step := g.learned
-		if g.quota && g.avail > 0 && low(g.avail, g.limit) {
-			step = g.reset.Sub(now) / time.Duration(g.avail+1)
+		if a := g.avail(); g.quota && a > 0 && low(a, g.limit) {
+			step = g.reset.Sub(now) / time.Duration(a+1)
 		}
 		at = at.Add(time.Duration(ahead) * step)
 	}
@@ -258,7 +265,7 @@ func (g *gate) dispatch(now time.Time) (resumed bool) {
 		}
 		w := g.head
 		g.remove(w)
-		w.probe = g.sent(now).probe
+		w.tk = g.sent(now)
 		close(w.ready)
 	}
 	return resumed
@@ -294,9 +301,6 @@ func (g *gate) abort(tk ticket) {
 
 func (g *gate) abortLocked(tk ticket) {
 	g.inflight--
-	if g.quota {
-		g.avail++
-	}
 	if tk.probe {
 		g.probing, g.probe = false, true
 	}
@@ -318,7 +322,7 @@ func (g *gate) done(tk ticket, resp *http.Response, now time.Time) {
 	}
 	var paused time.Time
 	if resp != nil {
-		paused = g.learn(status, info, now)
+		paused = g.learn(tk, status, info, now)
 	}
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
@@ -332,7 +336,7 @@ func (g *gate) done(tk ticket, resp *http.Response, now time.Time) {
 
 // learn applies what a response says. It returns the end of a pause it
 // started, or zero. g.mu must be held.
-func (g *gate) learn(status int, info headers.Info, now time.Time) time.Time {
+func (g *gate) learn(tk ticket, status int, info headers.Info, now time.Time) time.Time {
 	limited := status == http.StatusTooManyRequests ||
 		(status == http.StatusServiceUnavailable && info.HasRetryAfter)
 	if limited {
@@ -369,21 +373,40 @@ func (g *gate) learn(status int, info headers.Info, now time.Time) time.Time {
 		g.pauseUntil(minTime(reset, now.Add(g.t.maxPause)))
 		return g.pausedUntil
 	}
-	if reset.IsZero() || !reset.After(now) {
+	if reset.IsZero() {
 		g.quota = false
 		return time.Time{}
 	}
+	if !reset.After(now) {
+		// Some remain, but the reset is stale or rounded down to nothing:
+		// trust the count for a moment, then probe again.
+		reset = now.Add(notYet)
+	}
+	// Within a window the server's count only grows, so an answer to a
+	// request sent before the answer we last learned from may be stale: keep
+	// the least remaining. An answer to a request sent after it is fresher
+	// (a window may have ended, a bucket refilled): believe it. Every
+	// request still on the wire may be missing from the count, so avail
+	// subtracts them; one that was counted comes back and gives its slot
+	// back.
+	reset = minTime(reset, now.Add(g.t.maxPause))
+	fresh := !g.quota || tk.ver >= g.rminVer || !reset.Before(g.reset.Add(time.Second))
+	if fresh || q.Remaining < g.rmin {
+		g.rmin = q.Remaining
+	}
+	if fresh || reset.After(g.reset) {
+		g.reset = reset
+	}
+	g.ver++
+	g.rminVer = g.ver
 	g.learned = 0
 	g.quota = true
-	g.avail = q.Remaining - int64(g.inflight)
 	g.limit = q.Limit
-	g.reset = minTime(reset, now.Add(g.t.maxPause))
-	if g.avail <= 0 {
-		g.pauseUntil(g.reset)
-		return g.pausedUntil
-	}
 	return time.Time{}
 }
+
+// avail is how many more requests the quota allows now. g.mu must be held.
+func (g *gate) avail() int64 { return g.rmin - int64(g.inflight) }
 
 // delay is Info.Delay with the sloppy-server rules of effectiveReset.
 func (g *gate) delay(info headers.Info, now time.Time) time.Duration {

@@ -140,15 +140,29 @@ func parseReset(s string, now time.Time) (time.Time, bool) {
 	if whole, frac, ok := parseDec(s); ok {
 		switch {
 		case whole >= 1e12: // epoch milliseconds
-			t = time.Unix(whole/1000, (whole%1000)*1e6+frac/1e3).In(now.Location())
+			t = epochMillis(whole, frac, now)
 		case whole >= 1e9: // epoch seconds
 			t = time.Unix(whole, frac).In(now.Location())
+			if t.Sub(now) > maxAhead {
+				// Not seconds at all when read as such; if it is epoch
+				// milliseconds of a clock that reads before 2001, say so.
+				t = epochMillis(whole, frac, now)
+				if t.Sub(now) < -maxAhead {
+					return time.Time{}, false
+				}
+			}
 		default: // delta seconds
 			d, ok := scaled(whole, frac, time.Second)
-			if !ok {
+			if ok && d <= maxAhead {
+				return now.Add(d), true
+			}
+			// A delay of more than a year is no delay; it is epoch seconds
+			// from a clock that reads before 2001-09-09 (a test's fake
+			// clock, or a device's unset one) when it lands near now.
+			t = time.Unix(whole, frac).In(now.Location())
+			if t.Sub(now) < -maxAhead {
 				return time.Time{}, false
 			}
-			return now.Add(d), true
 		}
 	} else if d, ok := parseGoDuration(s); ok {
 		return now.Add(d), true
@@ -161,6 +175,10 @@ func parseReset(s string, now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t, true
+}
+
+func epochMillis(whole, frac int64, now time.Time) time.Time {
+	return time.Unix(whole/1000, (whole%1000)*1e6+frac/1e3).In(now.Location())
 }
 
 // parseGoDuration parses OpenAI's resets, which are Go durations: "6m0s",
