@@ -33,8 +33,10 @@ type gate struct {
 	rmin        int64     // the least the server said remains before reset
 	ver         int64     // answers applied so far
 	rminVer     int64     // ver when rmin was last set
+	pauses      int64     // pauses begun so far
 	limit       int64
 	reset       time.Time
+	guessed     bool // reset is our guess (the server's had passed): no pacing
 	nextSend    time.Time     // pacing: the next request waits until then
 	inflight    int           // admitted, not yet answered
 	backoff     time.Duration // for 429s that say nothing about when
@@ -55,6 +57,7 @@ type gwaiter struct {
 type ticket struct {
 	probe bool
 	ver   int64 // g.ver when the request was let through
+	pause int64 // g.pauses when the request was let through
 }
 
 const (
@@ -107,12 +110,15 @@ func low(avail, limit int64) bool {
 // sent records that a request passed the gate. g.mu must be held.
 func (g *gate) sent(now time.Time) ticket {
 	g.inflight++
-	tk := ticket{probe: g.probe, ver: g.ver}
+	tk := ticket{probe: g.probe, ver: g.ver, pause: g.pauses}
+	if g.resumedAt.IsZero() {
+		g.resumedAt = now // the first cycle starts with the first request
+	}
 	if g.probe {
 		g.probe, g.probing = false, true
 	}
 	if g.quota {
-		if a := g.avail(); a > 0 && low(a, g.limit) {
+		if a := g.avail(); a > 0 && !g.guessed && low(a, g.limit) {
 			g.nextSend = now.Add(g.reset.Sub(now) / time.Duration(a+1))
 		}
 	} else if g.learned > 0 {
@@ -124,6 +130,9 @@ func (g *gate) sent(now time.Time) ticket {
 func (g *gate) pauseUntil(until time.Time) {
 	if until.After(g.pausedUntil) {
 		g.pausedUntil = until
+	}
+	if !g.paused {
+		g.pauses++
 	}
 	g.paused, g.probe, g.quota = true, true, false
 }
@@ -218,7 +227,7 @@ func (g *gate) due(now time.Time) time.Time {
 			return time.Time{}
 		}
 		step := g.learned
-		if a := g.avail(); g.quota && a > 0 && low(a, g.limit) {
+		if a := g.avail(); g.quota && a > 0 && !g.guessed && low(a, g.limit) {
 			step = g.reset.Sub(now) / time.Duration(a+1)
 		}
 		at = at.Add(time.Duration(ahead) * step)
@@ -341,6 +350,14 @@ func (g *gate) learn(tk ticket, status int, info headers.Info, now time.Time) ti
 		(status == http.StatusServiceUnavailable && info.HasRetryAfter)
 	if limited {
 		d := g.delay(info, now)
+		if tk.pause < g.pauses {
+			// Sent before the pause this answer's siblings began: it
+			// tells us nothing new, and must not compound the backoff.
+			if d > 0 {
+				g.pauseUntil(now.Add(min(d, g.t.maxPause)))
+			}
+			return time.Time{}
+		}
 		if d <= 0 {
 			// A 429 that says nothing about when: back off exponentially.
 			g.backoff = min(max(2*g.backoff, minBackoff), g.t.maxPause)
@@ -377,10 +394,11 @@ func (g *gate) learn(tk ticket, status int, info headers.Info, now time.Time) ti
 		g.quota = false
 		return time.Time{}
 	}
+	guessed := false
 	if !reset.After(now) {
 		// Some remain, but the reset is stale or rounded down to nothing:
 		// trust the count for a moment, then probe again.
-		reset = now.Add(notYet)
+		reset, guessed = now.Add(notYet), true
 	}
 	// Within a window the server's count only grows, so an answer to a
 	// request sent before the answer we last learned from may be stale: keep
@@ -395,7 +413,7 @@ func (g *gate) learn(tk ticket, status int, info headers.Info, now time.Time) ti
 		g.rmin = q.Remaining
 	}
 	if fresh || reset.After(g.reset) {
-		g.reset = reset
+		g.reset, g.guessed = reset, guessed
 	}
 	g.ver++
 	g.rminVer = g.ver
