@@ -36,7 +36,7 @@ type gate struct {
 	pauses      int64     // pauses begun so far
 	limit       int64
 	reset       time.Time
-	guessed     bool // reset is our guess (the server's had passed): no pacing
+	guessed     bool          // reset is our guess (the server's had passed): no pacing
 	nextSend    time.Time     // pacing: the next request waits until then
 	inflight    int           // admitted, not yet answered
 	backoff     time.Duration // for 429s that say nothing about when
