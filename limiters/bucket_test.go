@@ -76,7 +76,7 @@ func TestBucketsNonDivisibleRate(t *testing.T) {
 		{0, 1, allow(1, 0, 333333334)},
 		{0, 1, deny(1, 0, 333333334, 333333334)},
 		{333333333, 1, deny(1, 0, 1, 1)},
-		{1, 1, allow(1, 0, 333333333)}, // granted at 333333334 but counted from 333333333⅓
+		{1, 1, allow(1, 0, 333333333)},         // granted at 333333334 but counted from 333333333⅓
 		{333333333, 1, allow(1, 0, 333333333)}, // due at 666666666⅔: no drift
 		{333333332, 1, deny(1, 0, 1, 1)},
 		{1, 1, allow(1, 0, 333333334)}, // in phase: 1s exactly
