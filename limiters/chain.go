@@ -15,7 +15,8 @@ type ChainLimiter struct {
 
 type chain struct {
 	members []*core
-	adv     int // the Limit to advertise: that of the member with least Remaining
+	owned   []Limiter // the members as given, for Release and Close
+	adv     int       // the Limit to advertise: that of the member with least Remaining
 }
 
 // base gives Chain access to the shared core of this package's limiters.
@@ -46,6 +47,7 @@ func Chain(ls ...Limiter) Limiter {
 			panic(fmt.Sprintf("limiters: Chain: member %d (%T) is not a limiter from this package", i, l))
 		}
 		ch.s.members = append(ch.s.members, b.base())
+		ch.s.owned = append(ch.s.owned, l)
 	}
 	ch.init(&ch.s, newConfig(-1, nil))
 	for _, m := range ch.s.members {
@@ -61,7 +63,8 @@ func Chain(ls ...Limiter) Limiter {
 // Release gives n permits back to every member (only Concurrency members
 // hold any).
 func (ch *ChainLimiter) Release(n int) {
-	for _, m := range ch.s.members {
+	checkN(n)
+	for _, m := range ch.s.owned {
 		m.Release(n)
 	}
 }
@@ -69,7 +72,7 @@ func (ch *ChainLimiter) Release(n int) {
 // Close fails the chain's waiters with ErrClosed and closes every member.
 func (ch *ChainLimiter) Close() error {
 	err := ch.core.Close()
-	for _, m := range ch.s.members {
+	for _, m := range ch.s.owned {
 		err = errors.Join(err, m.Close())
 	}
 	return err

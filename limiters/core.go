@@ -297,11 +297,15 @@ func (c *core) wake() {
 		return
 	}
 	c.mu.Lock()
-	if c.closed || c.head() == nil {
+	if c.closed {
 		c.mu.Unlock()
 		return
 	}
-	c.dispatch(c.alg.now())
+	if c.head() != nil {
+		c.dispatch(c.alg.now())
+	}
+	// Pass it up even with no waiters here: a Chain nested in a Chain has
+	// no waiters of its own, and its parent's waiters need the news.
 	p := c.cfg.parent
 	c.mu.Unlock()
 	p.wake()
