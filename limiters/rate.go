@@ -3,6 +3,7 @@ package limiters
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -94,7 +95,7 @@ func parsePer(u string) (time.Duration, error) {
 	}
 	if strings.HasSuffix(u, "d") {
 		k, err := strconv.Atoi(strings.TrimSuffix(u, "d"))
-		if err != nil || k <= 0 || k > 100000 {
+		if err != nil || k <= 0 || int64(k) > int64(math.MaxInt64/day) {
 			return 0, errors.New("period must be a positive duration")
 		}
 		return time.Duration(k) * day, nil
