@@ -136,7 +136,7 @@ func (c *core) TryAcquire(n int) Decision {
 	case n > lim:
 	case n == 0:
 		retry = c.alg.project(now, head, 1)
-		allowed = retry == 0
+		allowed = retry == 0 && head == nil
 	case head != nil:
 		retry = c.alg.project(now, head, n)
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -533,5 +534,60 @@ func TestStats(t *testing.T) {
 		require.NoError(t, recv(t, w1).err)
 		require.NoError(t, recv(t, w2).err)
 		assert.Equal(t, limiters.Stats{Acquired: 5, Rejected: 2, Available: 0}, l.Stats())
+	})
+}
+
+// TestTryAcquireRetryAfterCountsWaiters: a TryAcquire denied because others
+// wait says when its turn would come behind them.
+func TestTryAcquireRetryAfterCountsWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiters.NewTokenBucket(limiters.PerSecond(1), 3)
+		defer l.Close()
+		require.True(t, l.TryAcquire(2).Allowed)
+		a := newAcquirer()
+		w := a.goAcquire(t.Context(), l, 0, 3) // due at 2s
+		d := l.TryAcquire(1)
+		assert.Equal(t, deny(3, 1, 2*time.Second, 3*time.Second), d)
+		time.Sleep(2 * time.Second)
+		require.NoError(t, recv(t, w).err)
+		assert.Equal(t, deny(3, 0, 3*time.Second, time.Second), l.TryAcquire(1))
+	})
+}
+
+// TestConcurrentUseLosesNothing hammers a chain of a semaphore and a bucket
+// from many goroutines that acquire, sometimes give up, and release. At the
+// end every permit is back and the counters add up.
+func TestConcurrentUseLosesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sem := limiters.NewConcurrency(5)
+		ch := limiters.Chain(sem, limiters.NewTokenBucket(limiters.PerSecond(1000), 10))
+		defer ch.Close()
+		var mu sync.Mutex
+		var granted int64
+		var wg sync.WaitGroup
+		for g := range 50 {
+			wg.Go(func() {
+				for i := range 20 {
+					ctx, cancel := context.WithTimeout(t.Context(), time.Duration((g+i)%7)*time.Millisecond)
+					err := ch.Acquire(ctx, 1+(g+i)%2)
+					cancel()
+					if err != nil {
+						assert.True(t, errors.Is(err, context.DeadlineExceeded) || errors.Is(err, limiters.ErrRateLimited), "%v", err)
+						continue
+					}
+					mu.Lock()
+					granted += int64(1 + (g+i)%2)
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					ch.Release(1 + (g+i)%2)
+				}
+			})
+		}
+		wg.Wait()
+		s := ch.Stats()
+		assert.Equal(t, granted, s.Acquired)
+		assert.Zero(t, s.Queued)
+		assert.Equal(t, limiters.Stats{Acquired: granted, Available: 5}, sem.Stats())
+		t.Logf("granted %d permits, rejected %d", granted, s.Rejected)
 	})
 }

@@ -42,7 +42,7 @@ type Decision struct {
 type Stats struct {
 	Acquired, Rejected int64 // cumulative permits
 	Available          int   // permits free now
-	Queued             int   // waiters in the queue (permits they ask for)
+	Queued             int   // waiters in the queue (Acquire calls, not permits)
 }
 
 var (
