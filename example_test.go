@@ -1,0 +1,159 @@
+package throttle_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/throttlekit/throttle"
+	"github.com/throttlekit/throttle/limiters"
+	"github.com/throttlekit/throttle/repository"
+)
+
+// An API that allows 5 requests per window and says so, GitHub style.
+func quotaAPI() (*httptest.Server, *atomic.Int32) {
+	var mu sync.Mutex
+	var limited atomic.Int32
+	used, windowEnd := 0, time.Now().Add(time.Second)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if now := time.Now(); !now.Before(windowEnd) {
+			used, windowEnd = 0, now.Add(time.Second)
+		}
+		h := w.Header()
+		h.Set("X-RateLimit-Limit", "5")
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(windowEnd.Unix(), 10))
+		h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(time.Until(windowEnd).Seconds(), 'f', 3, 64))
+		if used == 5 {
+			h.Set("X-RateLimit-Remaining", "0")
+			limited.Add(1)
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		used++
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(5-used))
+		io.WriteString(w, "ok")
+	}))
+	return srv, &limited
+}
+
+// Wrap an http.Client's transport: its goroutines share the server's quota
+// and wait instead of collecting 429s.
+func ExampleNewTransport() {
+	srv, limited := quotaAPI()
+	defer srv.Close()
+
+	tr := throttle.NewTransport(nil) // per-host partitions, server feedback on
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+
+	var ok atomic.Int32
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 3 {
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					fmt.Println(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println("succeeded:", ok.Load())
+	fmt.Println("429s:", limited.Load())
+	// Output:
+	// succeeded: 12
+	// 429s: 0
+}
+
+// One limiter shared by every host the client calls.
+func ExampleWithLimiter() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+
+	lim := limiters.NewTokenBucket(limiters.PerSecond(50), 5)
+	client := &http.Client{Transport: throttle.NewTransport(nil, throttle.WithLimiter(lim))}
+	defer client.Transport.(*throttle.Transport).Close()
+
+	for range 10 {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+	}
+	fmt.Println("permits granted:", lim.Stats().Acquired)
+	// Output: permits granted: 10
+}
+
+// At most two requests in flight per host; a request that cannot get its
+// turn within WithMaxWait fails at once with a *limiters.RejectedError.
+func ExampleWithRepository() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+
+	repo := repository.NewMemory(func(host string) limiters.Limiter {
+		return limiters.NewConcurrency(2)
+	})
+	tr := throttle.NewTransport(nil, throttle.WithRepository(repo), throttle.WithMaxWait(time.Second))
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for range 6 {
+		wg.Go(func() {
+			resp, err := client.Get(srv.URL)
+			if err == nil {
+				resp.Body.Close() // gives the permit back
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println("succeeded:", ok.Load())
+	// Output: succeeded: 6
+}
+
+// go-retryablehttp on top: a 429 is retried when the server's reset comes,
+// and retries wait in the same queue as first tries.
+func ExampleNewRetryableClient() {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		io.WriteString(w, "done")
+	}))
+	defer srv.Close()
+
+	client := throttle.NewRetryableClient(throttle.WithMaxWait(5 * time.Second))
+	client.Logger = nil
+	defer client.HTTPClient.Transport.(*throttle.Transport).Close()
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, string(body), "after", calls.Load(), "calls")
+	// Output: 200 done after 2 calls
+}
