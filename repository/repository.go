@@ -1,5 +1,3 @@
-// Package repository holds one limiter per key, behind one interface that the
-// in-memory store and the Redis store share.
 package repository
 
 import (

@@ -1,0 +1,626 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// counting wraps a factory and counts the limiters it made per key.
+type counting struct {
+	mu   sync.Mutex
+	made map[string]int
+	f    func() limiters.Limiter
+}
+
+func newCounting(f func() limiters.Limiter) *counting {
+	return &counting{made: map[string]int{}, f: f}
+}
+
+func (c *counting) factory(key string) limiters.Limiter {
+	c.mu.Lock()
+	c.made[key]++
+	c.mu.Unlock()
+	return c.f()
+}
+
+func (c *counting) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.made[key]
+}
+
+// has reports whether m holds key, without touching it.
+func (m *Memory) has(key string) bool {
+	h := maphash.String(m.seed, key)
+	s := &m.shards[m.shardOf(h)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.find(h, key) != nil
+}
+
+// entries counts the keys in the shards.
+func (m *Memory) entries() int {
+	n := 0
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		n += s.n
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// slots is the total size of the shards' hash tables.
+func (m *Memory) slots() int {
+	n := 0
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		n += len(s.slots)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+func tokenBucket(r limiters.Rate, burst int) func(string) limiters.Limiter {
+	return func(string) limiters.Limiter { return limiters.NewTokenBucket(r, burst) }
+}
+
+func TestEntryIs64Bytes(t *testing.T) {
+	assert.EqualValues(t, 64, unsafe.Sizeof(entry{}))
+}
+
+func TestShardCount(t *testing.T) {
+	for _, tc := range []struct{ maxKeys, shards int }{
+		{0, 256}, {1, 1}, {31, 1}, {32, 2}, {100, 4}, {1000, 32}, {4096, 256}, {1 << 20, 256},
+	} {
+		m := NewMemory(tokenBucket(limiters.PerSecond(1), 1), WithMaxKeys(tc.maxKeys))
+		assert.Len(t, m.shards, tc.shards, "WithMaxKeys(%d)", tc.maxKeys)
+		assert.Equal(t, 0, m.shardOf(^uint64(0))>>bitsFor(tc.shards), "top bits select within range")
+		require.NoError(t, m.Close())
+	}
+}
+
+func bitsFor(n int) int {
+	b := 0
+	for 1<<b < n {
+		b++
+	}
+	return b
+}
+
+func TestPerKeyIsolation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(tokenBucket(limiters.PerHour(1), 2))
+		defer m.Close()
+		ctx := context.Background()
+		for i := range 2 {
+			d, err := m.TryAcquire(ctx, "a", 1)
+			require.NoError(t, err)
+			assert.True(t, d.Allowed, "a #%d", i)
+			assert.Equal(t, 2, d.Limit)
+			assert.Equal(t, 1-i, d.Remaining)
+		}
+		d, err := m.TryAcquire(ctx, "a", 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "a is exhausted")
+		assert.Positive(t, d.RetryAfter)
+
+		d, err = m.TryAcquire(ctx, "b", 2)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "b has its own bucket")
+		assert.Equal(t, 2, m.Len())
+		assert.Same(t, m.Get("a"), m.Get("a"))
+		assert.NotSame(t, m.Get("a"), m.Get("b"))
+	})
+}
+
+func TestContextErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(tokenBucket(limiters.PerHour(1), 1))
+		defer m.Close()
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := m.TryAcquire(cancelled, "k", 1)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, m.Acquire(cancelled, "k", 1), context.Canceled)
+		assert.Equal(t, 0, m.Len(), "a dead context creates no key")
+
+		require.NoError(t, m.Acquire(context.Background(), "k", 1))
+
+		// The next permit is an hour away: a deadline before then fails at once.
+		short, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = m.Acquire(short, "k", 1)
+		var rej *limiters.RejectedError
+		require.ErrorAs(t, err, &rej)
+		assert.Greater(t, rej.RetryAfter, time.Minute)
+
+		// Without a deadline it waits until cancelled.
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- m.Acquire(ctx, "k", 1) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.Equal(t, 1, m.Get("k").Stats().Queued)
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+
+		// And it is granted when the bucket refills.
+		go func() { done <- m.Acquire(context.Background(), "k", 1) }()
+		time.Sleep(time.Hour)
+		assert.NoError(t, <-done)
+	})
+}
+
+func TestReleaseConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(func(string) limiters.Limiter { return limiters.NewConcurrency(2) })
+		defer m.Close()
+		ctx := context.Background()
+
+		require.NoError(t, m.Release(ctx, "nobody", 1), "releasing an unknown key does nothing")
+		assert.Equal(t, 0, m.Len(), "and creates nothing")
+
+		require.NoError(t, m.Acquire(ctx, "k", 2))
+		done := make(chan error)
+		go func() { done <- m.Acquire(ctx, "k", 1) }()
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("acquired beyond max")
+		default:
+		}
+		require.NoError(t, m.Release(ctx, "k", 1))
+		require.NoError(t, <-done)
+		require.NoError(t, m.Release(ctx, "k", 2))
+		d, err := m.TryAcquire(ctx, "k", 0)
+		require.NoError(t, err)
+		assert.Equal(t, 2, d.Remaining)
+	})
+}
+
+func TestNegativeN(t *testing.T) {
+	m := NewMemory(tokenBucket(limiters.PerSecond(1), 1))
+	defer m.Close()
+	ctx := context.Background()
+	assert.PanicsWithValue(t, "repository: negative permit count -1", func() { m.TryAcquire(ctx, "k", -1) })
+	assert.Panics(t, func() { m.Acquire(ctx, "k", -1) })
+	assert.Panics(t, func() { m.Release(ctx, "k", -1) })
+	assert.Panics(t, func() { NewMemory(nil) })
+	bad := NewMemory(func(string) limiters.Limiter { return nil })
+	assert.Panics(t, func() { bad.Get("k") })
+	assert.Equal(t, 0, bad.Len())
+}
+
+func TestIdleExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCounting(func() limiters.Limiter { return limiters.NewTokenBucket(limiters.PerSecond(10), 10) })
+		m := NewMemory(c.factory, WithIdleTimeout(time.Minute))
+		defer m.Close()
+		ctx := context.Background()
+
+		d, err := m.TryAcquire(ctx, "a", 5)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		old := m.Get("a")
+
+		time.Sleep(59 * time.Second)
+		assert.Equal(t, 0, m.Sweep(), "used 59s ago: kept although full again")
+		time.Sleep(time.Second)
+		assert.Equal(t, 1, m.Sweep(), "full again and unused for a minute")
+		assert.Equal(t, 0, m.Len())
+		assert.ErrorIs(t, old.Acquire(ctx, 1), limiters.ErrClosed, "the forgotten limiter is closed")
+
+		d, err = m.TryAcquire(ctx, "a", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+		assert.Equal(t, 9, d.Remaining, "a fresh, full limiter")
+		assert.Equal(t, 2, c.count("a"))
+		assert.NotSame(t, old, m.Get("a"))
+	})
+}
+
+func TestIdleExpiryIsLazy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A small bound means one shard, so calls for b sweep a.
+		m := NewMemory(tokenBucket(limiters.PerSecond(10), 10), WithIdleTimeout(time.Minute), WithMaxKeys(10))
+		defer m.Close()
+		require.Len(t, m.shards, 1)
+		ctx := context.Background()
+		for _, k := range []string{"a", "b", "c"} {
+			_, err := m.TryAcquire(ctx, k, 1)
+			require.NoError(t, err)
+		}
+		time.Sleep(30 * time.Second)
+		_, err := m.TryAcquire(ctx, "c", 1)
+		require.NoError(t, err)
+		time.Sleep(30 * time.Second)
+		// a and b are expired, c is not: one call sweeps one key.
+		_, err = m.TryAcquire(ctx, "c", 1)
+		require.NoError(t, err)
+		assert.False(t, m.has("a"))
+		assert.True(t, m.has("b"))
+		_, err = m.TryAcquire(ctx, "c", 1)
+		require.NoError(t, err)
+		assert.False(t, m.has("b"))
+		assert.True(t, m.has("c"))
+		assert.Equal(t, 1, m.Len())
+		assert.Equal(t, 1, m.entries())
+	})
+}
+
+func TestIdleExpiryKeepsBusyLimiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCounting(func() limiters.Limiter { return limiters.NewTokenBucket(limiters.PerHour(6), 2) })
+		m := NewMemory(c.factory, WithIdleTimeout(time.Minute), WithMaxKeys(10))
+		defer m.Close()
+		ctx := context.Background()
+
+		// "slow" is not full again for 10 minutes.
+		_, err := m.TryAcquire(ctx, "slow", 1)
+		require.NoError(t, err)
+		// "waited" has a waiter for 10 minutes.
+		require.NoError(t, m.Acquire(ctx, "waited", 2))
+		done := make(chan error)
+		go func() { done <- m.Acquire(ctx, "waited", 1) }()
+		synctest.Wait()
+
+		// "stuck" has a waiter that came through Get, not through the
+		// repository, for 20 minutes.
+		stuck := m.Get("stuck")
+		require.True(t, stuck.TryAcquire(2).Allowed)
+		go func() { done <- stuck.Acquire(ctx, 2) }()
+		synctest.Wait()
+
+		for range 5 {
+			time.Sleep(time.Minute)
+			m.Sweep() // forgets "other", nothing else
+			// Calls through other keys sweep too.
+			_, err := m.TryAcquire(ctx, "other", 0)
+			require.NoError(t, err)
+			assert.True(t, m.has("slow"))
+			assert.True(t, m.has("waited"))
+			assert.True(t, m.has("stuck"))
+		}
+		require.NoError(t, <-done) // "waited", at 10 minutes
+		assert.True(t, m.has("slow"))
+		assert.Equal(t, 1, c.count("slow"))
+
+		time.Sleep(10 * time.Minute)
+		require.NoError(t, <-done) // "stuck", at 20 minutes
+		time.Sleep(20 * time.Minute)
+		assert.Equal(t, 4, m.Sweep(), "all full again and unused")
+		assert.Equal(t, 0, m.Len())
+	})
+}
+
+func TestIdleExpiryKeepsHeldConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(func(string) limiters.Limiter { return limiters.NewConcurrency(3) }, WithIdleTimeout(time.Minute))
+		defer m.Close()
+		ctx := context.Background()
+		require.NoError(t, m.Acquire(ctx, "k", 1))
+		time.Sleep(time.Hour)
+		assert.Equal(t, 0, m.Sweep(), "a permit is held")
+		require.NoError(t, m.Release(ctx, "k", 1))
+		time.Sleep(time.Minute)
+		assert.Equal(t, 1, m.Sweep())
+	})
+}
+
+func TestMaxKeysEvictsLRUIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCounting(func() limiters.Limiter { return limiters.NewFixedWindow(2, time.Hour) })
+		m := NewMemory(c.factory, WithMaxKeys(3))
+		defer m.Close()
+		ctx := context.Background()
+		peek := func(k string) {
+			t.Helper()
+			_, err := m.TryAcquire(ctx, k, 0)
+			require.NoError(t, err)
+		}
+		take := func(k string) {
+			t.Helper()
+			d, err := m.TryAcquire(ctx, k, 1)
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+		}
+		present := func(want ...string) {
+			t.Helper()
+			var got []string
+			for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+				if m.has(k) {
+					got = append(got, k)
+				}
+			}
+			assert.Equal(t, want, got)
+		}
+
+		peek("a")
+		peek("b")
+		peek("c")
+		peek("a") // b is now the least recently used
+		peek("d")
+		present("a", "c", "d")
+
+		// The least recently used idle key goes, not the older stale one.
+		take("a")
+		take("c")
+		peek("d")
+		peek("a")
+		peek("e") // c is LRU but stale; d is the LRU idle key
+		present("a", "c", "e")
+
+		// No idle key left: the least recently used one without waiters
+		// goes, and its state with it.
+		take("e")
+		peek("f") // LRU order: c, a, e
+		present("a", "e", "f")
+		take("c")
+		take("c")
+		d, err := m.TryAcquire(ctx, "c", 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "the new c counts afresh, then refuses")
+		assert.Equal(t, 2, c.count("c"))
+		assert.Equal(t, 3, m.Len())
+	})
+}
+
+func TestMaxKeysFlood(t *testing.T) {
+	const bound, flood = 1000, 100_000
+	m := NewMemory(func(string) limiters.Limiter { return limiters.NewFixedWindow(10, time.Hour) }, WithMaxKeys(bound))
+	defer m.Close()
+	ctx := context.Background()
+	for i := range flood {
+		d, err := m.TryAcquire(ctx, "flood-"+strconv.Itoa(i), 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		if i%1000 == 0 {
+			require.LessOrEqual(t, m.Len(), bound)
+		}
+	}
+	assert.Equal(t, bound, m.Len())
+	assert.Equal(t, bound, m.entries())
+	assert.LessOrEqual(t, m.slots(), 4*bound, "the tables do not grow past the bound either")
+	// The most recent keys are the ones kept (LRU within a shard).
+	assert.True(t, m.has("flood-"+strconv.Itoa(flood-1)))
+	assert.False(t, m.has("flood-0"))
+}
+
+func TestMaxKeysFloodConcurrent(t *testing.T) {
+	const bound, workers, perWorker = 500, 16, 5000
+	m := NewMemory(func(string) limiters.Limiter { return limiters.NewGCRA(limiters.PerSecond(10), 10) },
+		WithMaxKeys(bound), WithIdleTimeout(time.Millisecond))
+	defer m.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var maxLen atomic.Int64
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				key := fmt.Sprintf("w%d-%d", w, i)
+				if _, err := m.TryAcquire(ctx, key, 1); err != nil {
+					t.Error(err)
+					return
+				}
+				// Some repeats, some releases, some Gets.
+				if _, err := m.TryAcquire(ctx, fmt.Sprintf("w%d-%d", w, i/2), 1); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%100 == 0 {
+					maxLen.Store(max(maxLen.Load(), int64(m.Len())))
+					if m.Get(key) == nil {
+						t.Error("Get returned nil")
+					}
+					m.Sweep()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, m.Len(), bound)
+	assert.LessOrEqual(t, maxLen.Load(), int64(bound))
+	assert.Equal(t, m.entries(), m.Len())
+}
+
+func TestTooManyKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(func(string) limiters.Limiter { return limiters.NewConcurrency(1) }, WithMaxKeys(2))
+		ctx := context.Background()
+		done := make(chan error, 2)
+		for _, k := range []string{"a", "b"} {
+			require.NoError(t, m.Acquire(ctx, k, 1))
+			go func() { done <- m.Acquire(ctx, k, 1) }()
+		}
+		synctest.Wait()
+
+		_, err := m.TryAcquire(ctx, "c", 1)
+		assert.ErrorIs(t, err, ErrTooManyKeys)
+		assert.EqualError(t, err, "repository: too many keys")
+		assert.ErrorIs(t, m.Acquire(ctx, "c", 1), ErrTooManyKeys)
+		assert.Nil(t, m.Get("c"))
+		assert.Equal(t, 2, m.Len())
+
+		// a's waiter gets the permit: a still holds one, so it still
+		// cannot be evicted.
+		require.NoError(t, m.Release(ctx, "a", 1))
+		require.NoError(t, <-done)
+		_, err = m.TryAcquire(ctx, "c", 1)
+		assert.ErrorIs(t, err, ErrTooManyKeys)
+
+		// Once a holds nothing, it gives way.
+		require.NoError(t, m.Release(ctx, "a", 1))
+		d, err := m.TryAcquire(ctx, "c", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+		assert.False(t, m.has("a"))
+
+		require.NoError(t, m.Close())
+		assert.ErrorIs(t, <-done, limiters.ErrClosed, "b's waiter")
+	})
+}
+
+func TestClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(tokenBucket(limiters.PerHour(1), 1))
+		ctx := context.Background()
+		var kept []limiters.Limiter
+		errs := make(chan error, 10)
+		for i := range 10 {
+			k := strconv.Itoa(i)
+			require.NoError(t, m.Acquire(ctx, k, 1))
+			kept = append(kept, m.Get(k))
+			go func() { errs <- m.Acquire(ctx, k, 1) }()
+		}
+		synctest.Wait()
+		require.NoError(t, m.Close())
+		for range 10 {
+			assert.ErrorIs(t, <-errs, limiters.ErrClosed)
+		}
+		for _, l := range kept {
+			assert.ErrorIs(t, l.Acquire(ctx, 1), limiters.ErrClosed, "every limiter is closed")
+		}
+		assert.NoError(t, m.Close(), "idempotent")
+		assert.Equal(t, 0, m.Len())
+
+		_, err := m.TryAcquire(ctx, "0", 1)
+		assert.ErrorIs(t, err, limiters.ErrClosed)
+		assert.ErrorIs(t, m.Acquire(ctx, "new", 1), limiters.ErrClosed)
+		assert.ErrorIs(t, m.Release(ctx, "0", 1), limiters.ErrClosed)
+		assert.Nil(t, m.Get("0"))
+		assert.Equal(t, 0, m.Sweep())
+		assert.Equal(t, 0, m.Len())
+	})
+}
+
+func TestConcurrentNoOverAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit, keys, workers, tries = 10, 10, 50, 5
+		for _, opts := range [][]Option{nil, {WithIdleTimeout(time.Nanosecond)}, {WithMaxKeys(keys)}} {
+			m := NewMemory(func(string) limiters.Limiter { return limiters.NewFixedWindow(limit, time.Hour) }, opts...)
+			var admitted [keys]atomic.Int64
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					for i := range keys * tries {
+						k := (w + i) % keys
+						d, err := m.TryAcquire(context.Background(), "key-"+strconv.Itoa(k), 1)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							admitted[k].Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for k := range admitted {
+				assert.EqualValues(t, limit, admitted[k].Load(), "key %d, options %d", k, len(opts))
+			}
+			require.NoError(t, m.Close())
+		}
+	})
+}
+
+func TestConcurrentAcquireRelease(t *testing.T) {
+	// Concurrency limiters under churn: the permits in use never exceed
+	// max per key, expiry never drops a key in use, Release never lands on
+	// a fresh limiter (which would panic).
+	synctest.Test(t, func(t *testing.T) {
+		const max, keys, workers = 2, 4, 40
+		m := NewMemory(func(string) limiters.Limiter { return limiters.NewConcurrency(max) },
+			WithIdleTimeout(time.Nanosecond), WithMaxKeys(keys))
+		defer m.Close()
+		var inUse [keys]atomic.Int64
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := range 50 {
+					k := (w + i) % keys
+					key := "c" + strconv.Itoa(k)
+					if err := m.Acquire(context.Background(), key, 1); err != nil {
+						t.Error(err)
+						return
+					}
+					if n := inUse[k].Add(1); n > max {
+						t.Errorf("key %d: %d in use", k, n)
+					}
+					time.Sleep(time.Millisecond)
+					inUse[k].Add(-1)
+					if err := m.Release(context.Background(), key, 1); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		assert.LessOrEqual(t, m.Len(), keys)
+	})
+}
+
+func TestConcurrentCreateOneLimiter(t *testing.T) {
+	var made atomic.Int64
+	m := NewMemory(func(string) limiters.Limiter {
+		made.Add(1)
+		return limiters.NewFixedWindow(1, time.Hour)
+	})
+	defer m.Close()
+	var wg sync.WaitGroup
+	var allowed atomic.Int64
+	for range 64 {
+		wg.Go(func() {
+			d, err := m.TryAcquire(context.Background(), "same", 1)
+			if err == nil && d.Allowed {
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	assert.EqualValues(t, 1, allowed.Load(), "every caller used the one limiter kept")
+	assert.Equal(t, 1, m.Len())
+	assert.GreaterOrEqual(t, made.Load(), int64(1))
+}
+
+func TestTryAcquireExistingDoesNotAllocate(t *testing.T) {
+	for name, opts := range map[string][]Option{
+		"plain":   nil,
+		"bounded": {WithMaxKeys(1000), WithIdleTimeout(time.Hour)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := NewMemory(func(string) limiters.Limiter { return limiters.NewGCRA(limiters.PerSecond(1e6), 1e6) }, opts...)
+			defer m.Close()
+			ctx := context.Background()
+			_, err := m.TryAcquire(ctx, "existing", 1)
+			require.NoError(t, err)
+			allocs := testing.AllocsPerRun(1000, func() {
+				if _, err := m.TryAcquire(ctx, "existing", 1); err != nil {
+					panic(err)
+				}
+			})
+			assert.Zero(t, allocs)
+		})
+	}
+}
+
+func TestErrorsMatch(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", ErrTooManyKeys)
+	assert.True(t, errors.Is(err, ErrTooManyKeys))
+}

@@ -1,0 +1,143 @@
+package repository
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// entry is one key's limiter. It is 64 bytes, one allocation.
+type entry struct {
+	key        string
+	lim        limiters.Limiter
+	prev, next *entry       // the shard's LRU list: prev is more recently used
+	used       int64        // last use, nanoseconds since Memory.start; guarded by shard.mu
+	refs       atomic.Int32 // repository calls using lim right now (pins)
+	hash       uint32       // the low bits of the key's hash: its home slot
+}
+
+// shard is one lock's worth of keys: an open-addressing hash table of
+// entries (linear probing, at most 3/4 full) and an LRU list through them.
+// A plain map[string]*entry would spend 24 bytes per slot on the key's string
+// header and the pointer; this table spends 8, because the key lives in the
+// entry. Every method requires that s.mu is held.
+type shard struct {
+	mu    sync.Mutex
+	slots []*entry // len is 0 or a power of two
+	n     int
+	head  *entry // most recently used
+	tail  *entry // least recently used
+	hand  *entry // where the idle sweep resumes; nil means at the tail
+	_     [64]byte
+}
+
+// find returns the entry for key, whose hash is h, or nil.
+func (s *shard) find(h uint64, key string) *entry {
+	if s.n == 0 {
+		return nil
+	}
+	mask := uint64(len(s.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		e := s.slots[i]
+		if e == nil {
+			return nil
+		}
+		if e.hash == uint32(h) && e.key == key {
+			return e
+		}
+	}
+}
+
+// add inserts e, which must not be present, as the most recently used.
+func (s *shard) add(e *entry) {
+	if (s.n+1)*4 > len(s.slots)*3 {
+		s.resize(max(2*len(s.slots), 8))
+	}
+	s.place(e)
+	s.n++
+	s.pushFront(e)
+}
+
+func (s *shard) place(e *entry) {
+	mask := uint32(len(s.slots) - 1)
+	i := e.hash & mask
+	for s.slots[i] != nil {
+		i = (i + 1) & mask
+	}
+	s.slots[i] = e
+}
+
+func (s *shard) resize(size int) {
+	old := s.slots
+	s.slots = make([]*entry, size)
+	for _, e := range old {
+		if e != nil {
+			s.place(e)
+		}
+	}
+}
+
+// remove deletes e, which must be present.
+func (s *shard) remove(e *entry) {
+	mask := uint32(len(s.slots) - 1)
+	i := e.hash & mask
+	for s.slots[i] != e {
+		i = (i + 1) & mask
+	}
+	// Backward-shift deletion: move later entries of the probe run into
+	// the hole unless that would put them before their home slot.
+	for j := (i + 1) & mask; s.slots[j] != nil; j = (j + 1) & mask {
+		k := s.slots[j].hash & mask
+		if (i <= j && (k <= i || k > j)) || (i > j && k <= i && k > j) {
+			s.slots[i] = s.slots[j]
+			i = j
+		}
+	}
+	s.slots[i] = nil
+	s.n--
+	s.unlink(e)
+	if l := len(s.slots); l > 8 && s.n*8 < l {
+		s.resize(l / 2)
+	}
+}
+
+func (s *shard) pushFront(e *entry) {
+	e.prev, e.next = nil, s.head
+	if s.head != nil {
+		s.head.prev = e
+	} else {
+		s.tail = e
+	}
+	s.head = e
+}
+
+func (s *shard) unlink(e *entry) {
+	if s.hand == e {
+		s.hand = e.prev
+	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		s.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		s.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
+
+func (s *shard) moveToFront(e *entry) {
+	if s.head != e {
+		s.unlink(e)
+		s.pushFront(e)
+	}
+}
+
+// reset forgets every entry.
+func (s *shard) reset() {
+	s.slots, s.n = nil, 0
+	s.head, s.tail, s.hand = nil, nil, nil
+}
