@@ -1,0 +1,73 @@
+// Package server is admission control for inbound requests: net/http
+// middleware that charges each request to its caller's limiter, admits or
+// rejects it, and tells the client where it stands.
+//
+// # The model
+//
+// A [RateLimiter] finds the caller of a request with a keyextract.Extractor
+// (by default the client's IP address, with no trusted proxies: a forged
+// X-Forwarded-For counts for nothing), and charges the caller's limiter in a
+// repository.Repository — one limiter per key, made by the repository's
+// factory. What most callers want:
+//
+//	repo := repository.NewMemory(func(string) limiters.Limiter {
+//		return limiters.NewGCRA(limiters.PerSecond(10), 20)
+//	}, repository.WithMaxKeys(1_000_000))
+//	defer repo.Close()
+//	rl := server.New(repo)
+//	http.ListenAndServe(":8080", rl.Middleware(mux))
+//
+// Every response carries the rate-limit fields of [WithHeaders] (legacy
+// X-RateLimit-* and the IETF RateLimit / RateLimit-Policy by default). A
+// rejection is 429 Too Many Requests with Retry-After and an RFC 9457
+// application/problem+json body ([Problem]): type
+// https://iana.org/assignments/http-problem-types#quota-exceeded, title,
+// status, detail, retry_after (seconds) and violated-policies.
+//
+// Behaviours worth knowing:
+//
+//   - A request whose extractor finds no key (ok == false) is charged to
+//     one bucket shared by all such requests, [AnonymousKey]; see
+//     [WithAnonymousKey] to rename it or refuse such requests with 403.
+//   - When the repository fails (Redis down, a closed repository,
+//     repository.ErrTooManyKeys) the middleware fails open by default: it
+//     admits the request, without rate-limit fields, and reports
+//     [EventError] to the observer. [WithFailOpen](false) answers 503.
+//   - Permits a limiter holds (concurrency limits) go back exactly once
+//     when the handler returns, even if it panics.
+//   - A request costing more than its limit could ever grant
+//     ([WithCost]) is rejected with 429 and a detail that says so.
+//
+// # Policies
+//
+// A [Policy] chooses limits per request, so that one middleware serves a
+// real API: plans (free, pro, enterprise) resolved from the request by
+// [WithPlan]; per plan, rules per endpoint, matched as http.ServeMux
+// patterns ("POST /api/ask", "GET /items/{id}"; the most specific wins) with
+// a per-plan default; several limits per rule at once (10/min and 1000/day
+// and 5 in flight); cost caps charged a per-request cost ([WithCapCost]:
+// LLM tokens, money); allow and block lists of addresses and prefixes; and
+// per rule an [Action]: [Block] (429), [Delay] (hold the request until a
+// permit frees, up to a bound) or [Shadow] (admit, but report it as would-be
+// rejected). Policies are Go values ([PolicyConfig], [NewPolicy]) or files
+// ([LoadPolicy], JSON or YAML); every limit is a limiters.Spec.
+//
+//	p, err := server.LoadPolicy("policy.yaml", server.WithPlan(planOf))
+//	if err != nil {
+//		log.Fatal(err) // e.g. policy.yaml:12:9: plans.pro.endpoints["POST /api/ask"].limits[1].rate: limiters: invalid rate ...
+//	}
+//	defer p.Close()
+//	rl := server.New(nil, server.WithPolicy(p), server.WithKey(keyextract.Header("X-API-Key")))
+//
+// # Near the limit
+//
+// When an admitted request has used 80% of a limit ([DefaultNearLimit];
+// see [WithNearLimit]) the observer sees [EventNearLimit] and, if a header
+// name was given, the response carries it, so clients can back off early.
+//
+// # Observing
+//
+// [WithObserver] is called synchronously for every decision with an
+// [Event]: allowed, delayed, rejected, shadow-rejected, near the limit,
+// bypassed, forbidden, or a repository error.
+package server

@@ -1,0 +1,521 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/throttlekit/throttle/keyextract"
+	"github.com/throttlekit/throttle/limiters"
+	"github.com/throttlekit/throttle/repository"
+)
+
+// Action is what a rule does with a request over its limits.
+type Action string
+
+const (
+	// Block rejects it with 429 (the default, also written "").
+	Block Action = "block"
+	// Delay holds it until permits free up, for at most the rule's
+	// MaxDelay, and rejects it with 429 if that would take longer: a
+	// slowdown instead of a refusal.
+	Delay Action = "delay"
+	// Shadow admits it and reports it as EventShadowRejected: a dry run, for
+	// rolling out limits safely. Shadow rules write no rate-limit fields.
+	Shadow Action = "shadow"
+)
+
+// DefaultMaxKeys bounds a Policy's limiters when its config sets no MaxKeys.
+const DefaultMaxKeys = 1 << 20
+
+// PolicyConfig is a Policy as data: what NewPolicy compiles and policy files
+// hold (see LoadPolicy for the file format). Limits are limiters.Spec values.
+type PolicyConfig struct {
+	// Plans maps plan names ("free", "pro", "enterprise") to their rules.
+	Plans map[string]Plan `json:"plans" yaml:"plans"`
+	// DefaultPlan is the plan of a request whose plan function (WithPlan)
+	// returns "" or a plan not in Plans. It must name a plan; it may be
+	// empty only if there is exactly one plan, which is then the default.
+	DefaultPlan string `json:"default_plan" yaml:"default_plan"`
+	// Allow lists IP addresses and CIDR prefixes that bypass every limit.
+	Allow []string `json:"allow" yaml:"allow"`
+	// Block lists IP addresses and CIDR prefixes answered with 403
+	// Forbidden. Block wins over Allow.
+	Block []string `json:"block" yaml:"block"`
+	// MaxKeys bounds how many limiters the policy holds at once (one per
+	// caller, per rule, per kind of limit); DefaultMaxKeys when zero. See
+	// repository.WithMaxKeys for what happens beyond it.
+	MaxKeys int `json:"max_keys" yaml:"max_keys"`
+	// IdleTimeout forgets a caller's limiter once it is full again and has
+	// not been used for this long (repository.WithIdleTimeout); zero keeps
+	// limiters until MaxKeys evicts them.
+	IdleTimeout time.Duration `json:"idle_timeout" yaml:"idle_timeout"`
+}
+
+// Plan is one plan's rules: a rule per endpoint pattern, and a default rule
+// for the endpoints none of them matches.
+type Plan struct {
+	// Endpoints maps http.ServeMux patterns (Go 1.22 syntax: "POST
+	// /api/ask", "GET /items/{id}", "/static/") to rules. When several
+	// match a request, the most specific wins, as ServeMux decides.
+	Endpoints map[string]Rule `json:"endpoints" yaml:"endpoints"`
+	// Default applies to requests no endpoint matches. Without it those
+	// requests are not limited.
+	Default *Rule `json:"default" yaml:"default"`
+}
+
+// Rule is the limits on one endpoint (or a plan's default), per caller.
+type Rule struct {
+	// Limits must all admit a request, each charged the request's weight
+	// (WithCost, default 1): e.g. 10 per minute and 1000 per day and 5 in
+	// flight (algorithm concurrency, given back when the handler returns).
+	Limits []limiters.Spec `json:"limits" yaml:"limits"`
+	// CostCaps are charged the request's cost (WithCapCost), e.g. LLM
+	// tokens or cents per hour and per day, separately from Limits. A
+	// request costing more than a cap is rejected with 429.
+	CostCaps []limiters.Spec `json:"cost_caps" yaml:"cost_caps"`
+	// Action is what happens to a request over a limit: Block (default),
+	// Delay or Shadow.
+	Action Action `json:"action" yaml:"action"`
+	// MaxDelay bounds the wait of the Delay action; it must be positive
+	// with Delay and zero otherwise.
+	MaxDelay time.Duration `json:"max_delay" yaml:"max_delay"`
+}
+
+// Policy chooses limits per request: it resolves the request's plan, matches
+// the endpoint against the plan's patterns, and charges the caller's
+// limiters for that rule. It owns its limiters, in one in-memory repository
+// bounded by MaxKeys; Close releases them. Use it through
+// New(nil, WithPolicy(p)).Middleware.
+//
+// A caller's limiters are keyed by plan, endpoint pattern and caller key, so
+// each endpoint rule (and each plan's default rule) has its own limits per
+// caller. A rule's request limits are one limiters.Chain (all or nothing);
+// its concurrency limits are a separate chain, taken first and given back if
+// the others refuse, because a repository cannot tell whether a mixed chain
+// holds permits and might evict it (see the repository package); its cost
+// caps are a third chain, charged after the request limits, so a request
+// refused by a cost cap still counts as a request.
+//
+// A Policy is safe for concurrent use.
+type Policy struct {
+	plans       map[string]*plan
+	defaultPlan *plan
+	allow       []netip.Prefix
+	block       []netip.Prefix
+	rules       []*rule
+	repo        *repository.Memory
+
+	planOf   func(keyextract.Request) string
+	capCost  func(keyextract.Request) int
+	clientIP keyextract.Extractor
+}
+
+type plan struct {
+	name string
+	mux  *http.ServeMux
+	def  *rule
+}
+
+// rule is a compiled Rule. Its limiters live in the policy's repository
+// under keys "<kind><index>|<caller>".
+type rule struct {
+	index    string // decimal, for keys
+	plan     string
+	endpoint string // "" for a plan's default
+	rate     []limiters.Spec
+	conc     []limiters.Spec
+	caps     []limiters.Spec
+	action   Action
+	maxDelay time.Duration
+}
+
+// ServeHTTP is never called: a rule is registered in its plan's ServeMux
+// only so that the mux can say which pattern matches.
+func (*rule) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// Key kinds, the first byte of a policy repository key.
+const (
+	kindRate = 'r'
+	kindConc = 'c'
+	kindCost = '$'
+)
+
+// PolicyOption configures a Policy.
+type PolicyOption func(*Policy)
+
+// WithPlan sets how a request's plan is found, e.g. by looking its API key
+// up. A request for which f returns "" or an unknown plan gets the config's
+// DefaultPlan. Without WithPlan every request gets DefaultPlan.
+func WithPlan(f func(keyextract.Request) string) PolicyOption {
+	return func(p *Policy) { p.planOf = f }
+}
+
+// WithCapCost sets a request's cost against its rule's cost caps (LLM
+// tokens, cents). Without it a request's cost is its weight (WithCost). A
+// cost of zero or less charges nothing.
+func WithCapCost(f func(keyextract.Request) int) PolicyOption {
+	return func(p *Policy) { p.capCost = f }
+}
+
+// WithClientIP sets how the client address that Allow and Block are
+// matched against is found. The default is keyextract.IP() with no trusted
+// proxies; behind proxies pass keyextract.IP(yourProxies...), as for WithKey.
+// An IPv6 client is its /64 (as keyextract.IP keys it): it is allowed only
+// if an Allow prefix holds all of that /64, and blocked if a Block prefix
+// overlaps it.
+func WithClientIP(e keyextract.Extractor) PolicyOption {
+	return func(p *Policy) {
+		if e != nil {
+			p.clientIP = e
+		}
+	}
+}
+
+// PolicyError reports what is wrong with a policy: where (Path, a field
+// path such as plans.pro.endpoints["POST /api/ask"].limits[1], and, for a
+// policy file, File, Line and Column) and what (Err).
+type PolicyError struct {
+	File         string
+	Line, Column int // 1-based; zero when unknown
+	Path         string
+	Err          error
+}
+
+func (e *PolicyError) Error() string {
+	var b strings.Builder
+	b.WriteString("server: policy")
+	if e.File != "" {
+		b.WriteString(" ")
+		b.WriteString(e.File)
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+	}
+	if e.Path != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Path)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *PolicyError) Unwrap() error { return e.Err }
+
+// pathError builds a *PolicyError for a field path given as segments.
+func pathError(path []string, err error) *PolicyError {
+	return &PolicyError{Path: joinPath(path), Err: err}
+}
+
+// joinPath writes path segments as plans.pro.endpoints["POST /x"].limits[1]:
+// a segment starting with '[' is an index or quoted key.
+func joinPath(path []string) string {
+	var b strings.Builder
+	for i, s := range path {
+		if i > 0 && !strings.HasPrefix(s, "[") {
+			b.WriteByte('.')
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// keySeg is a path segment for a map key: a bare name when it is one, a
+// quoted key otherwise.
+func keySeg(k string) string {
+	for _, c := range k {
+		if !(c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'z') {
+			return "[" + strconv.Quote(k) + "]"
+		}
+	}
+	if k == "" {
+		return `[""]`
+	}
+	return k
+}
+
+func idxSeg(i int) string { return "[" + strconv.Itoa(i) + "]" }
+
+// NewPolicy compiles cfg into a Policy, or returns a *PolicyError naming
+// the first field that is wrong (plans, endpoints and lists are checked in
+// sorted order, so the error is always the same one). Nothing is half
+// built: on error there is no Policy.
+func NewPolicy(cfg PolicyConfig, opts ...PolicyOption) (*Policy, error) {
+	p := &Policy{plans: make(map[string]*plan, len(cfg.Plans)), clientIP: keyextract.IP()}
+	for _, o := range opts {
+		o(p)
+	}
+	if len(cfg.Plans) == 0 {
+		return nil, pathError([]string{"plans"}, errors.New("no plans"))
+	}
+	for _, name := range slices.Sorted(mapKeys(cfg.Plans)) {
+		pl, err := p.compilePlan(name, cfg.Plans[name])
+		if err != nil {
+			return nil, err
+		}
+		p.plans[name] = pl
+	}
+	switch {
+	case cfg.DefaultPlan != "":
+		p.defaultPlan = p.plans[cfg.DefaultPlan]
+		if p.defaultPlan == nil {
+			return nil, pathError([]string{"default_plan"}, fmt.Errorf("no plan named %q", cfg.DefaultPlan))
+		}
+	case len(p.plans) == 1:
+		for _, pl := range p.plans {
+			p.defaultPlan = pl
+		}
+	default:
+		return nil, pathError([]string{"default_plan"}, errors.New("missing: with several plans, name the one for requests without a plan"))
+	}
+	var err error
+	if p.allow, err = parsePrefixes("allow", cfg.Allow); err != nil {
+		return nil, err
+	}
+	if p.block, err = parsePrefixes("block", cfg.Block); err != nil {
+		return nil, err
+	}
+	if cfg.MaxKeys < 0 {
+		return nil, pathError([]string{"max_keys"}, fmt.Errorf("must not be negative, got %d", cfg.MaxKeys))
+	}
+	if cfg.IdleTimeout < 0 {
+		return nil, pathError([]string{"idle_timeout"}, fmt.Errorf("must not be negative, got %v", cfg.IdleTimeout))
+	}
+	maxKeys := cfg.MaxKeys
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	p.repo = repository.NewMemory(p.newLimiter, repository.WithMaxKeys(maxKeys), repository.WithIdleTimeout(cfg.IdleTimeout))
+	return p, nil
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (p *Policy) compilePlan(name string, cp Plan) (*plan, error) {
+	path := []string{"plans", keySeg(name)}
+	if name == "" {
+		return nil, pathError(path, errors.New("a plan needs a name"))
+	}
+	pl := &plan{name: name, mux: http.NewServeMux()}
+	for _, pattern := range slices.Sorted(mapKeys(cp.Endpoints)) {
+		epath := append(slices.Clip(path), "endpoints", keySeg(pattern))
+		r, err := p.compileRule(epath, name, pattern, cp.Endpoints[pattern])
+		if err != nil {
+			return nil, err
+		}
+		if err := register(pl.mux, pattern, r); err != nil {
+			return nil, pathError(epath, err)
+		}
+	}
+	if cp.Default != nil {
+		r, err := p.compileRule(append(slices.Clip(path), "default"), name, "", *cp.Default)
+		if err != nil {
+			return nil, err
+		}
+		pl.def = r
+	}
+	return pl, nil
+}
+
+// register adds pattern to mux, turning ServeMux's panics on an invalid or
+// conflicting pattern into an error.
+func register(mux *http.ServeMux, pattern string, r *rule) (err error) {
+	if strings.TrimSpace(pattern) == "" {
+		return errors.New("empty endpoint pattern")
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			msg := fmt.Sprint(v)
+			msg = strings.TrimPrefix(msg, "http: ")
+			err = errors.New("invalid endpoint pattern: " + msg)
+		}
+	}()
+	mux.Handle(pattern, r)
+	return nil
+}
+
+func (p *Policy) compileRule(path []string, planName, endpoint string, cr Rule) (*rule, error) {
+	r := &rule{
+		index:    strconv.Itoa(len(p.rules)),
+		plan:     planName,
+		endpoint: endpoint,
+		action:   cr.Action,
+		maxDelay: cr.MaxDelay,
+	}
+	if r.action == "" {
+		r.action = Block
+	}
+	switch r.action {
+	case Block, Shadow:
+		if cr.MaxDelay != 0 {
+			return nil, pathError(append(path, "max_delay"), fmt.Errorf("only the delay action takes a max_delay, and the action is %q", r.action))
+		}
+	case Delay:
+		if cr.MaxDelay <= 0 {
+			return nil, pathError(append(path, "max_delay"), fmt.Errorf("the delay action needs a positive max_delay such as \"2s\", got %v", cr.MaxDelay))
+		}
+	default:
+		return nil, pathError(append(path, "action"), fmt.Errorf("unknown action %q; want block, delay or shadow", cr.Action))
+	}
+	if len(cr.Limits) == 0 && len(cr.CostCaps) == 0 {
+		return nil, pathError(path, errors.New("a rule needs limits or cost_caps"))
+	}
+	for i, s := range cr.Limits {
+		if err := s.Validate(); err != nil {
+			return nil, pathError(append(path, "limits", idxSeg(i)), err)
+		}
+		if s.Algorithm == limiters.AlgConcurrency {
+			r.conc = append(r.conc, s)
+		} else {
+			r.rate = append(r.rate, s)
+		}
+	}
+	for i, s := range cr.CostCaps {
+		if err := s.Validate(); err != nil {
+			return nil, pathError(append(path, "cost_caps", idxSeg(i)), err)
+		}
+		if s.Algorithm == limiters.AlgConcurrency {
+			return nil, pathError(append(path, "cost_caps", idxSeg(i), "algorithm"), errors.New("a cost cap cannot be a concurrency limit"))
+		}
+		r.caps = append(r.caps, s)
+	}
+	p.rules = append(p.rules, r)
+	return r, nil
+}
+
+// parsePrefixes reads IP addresses and CIDR prefixes.
+func parsePrefixes(field string, list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for i, s := range list {
+		s = strings.TrimSpace(s)
+		var pf netip.Prefix
+		var err error
+		if strings.Contains(s, "/") {
+			pf, err = netip.ParsePrefix(s)
+		} else {
+			var a netip.Addr
+			a, err = netip.ParseAddr(s)
+			pf = netip.PrefixFrom(a, a.BitLen())
+		}
+		if err != nil {
+			return nil, pathError([]string{field, idxSeg(i)}, fmt.Errorf("want an IP address or CIDR prefix, got %q", s))
+		}
+		pf = pf.Masked()
+		if a := pf.Addr(); a.Is4In6() && pf.Bits() >= 96 {
+			pf = netip.PrefixFrom(a.Unmap(), pf.Bits()-96)
+		}
+		out = append(out, pf)
+	}
+	return out, nil
+}
+
+// newLimiter is the repository's factory: key "<kind><rule index>|caller".
+func (p *Policy) newLimiter(key string) limiters.Limiter {
+	head, _, _ := strings.Cut(key, "|")
+	i, err := strconv.Atoi(head[1:])
+	if err != nil || i < 0 || i >= len(p.rules) {
+		panic("server: policy key of no rule: " + key) // cannot happen: we build the keys
+	}
+	r := p.rules[i]
+	var specs []limiters.Spec
+	switch head[0] {
+	case kindRate:
+		specs = r.rate
+	case kindConc:
+		specs = r.conc
+	default:
+		specs = r.caps
+	}
+	ls := make([]limiters.Limiter, len(specs))
+	for j, s := range specs {
+		l, err := s.New()
+		if err != nil {
+			panic("server: " + err.Error()) // cannot happen: validated
+		}
+		ls[j] = l
+	}
+	if len(ls) == 1 {
+		return ls[0]
+	}
+	return limiters.Chain(ls...)
+}
+
+// Close closes the policy's limiters; requests waiting under the Delay
+// action fail (the repository fails closed or open as WithFailOpen says).
+// It is idempotent.
+func (p *Policy) Close() error { return p.repo.Close() }
+
+// Len returns the number of limiters the policy holds (at most MaxKeys).
+func (p *Policy) Len() int { return p.repo.Len() }
+
+// planFor returns the request's plan.
+func (p *Policy) planFor(req keyextract.Request) *plan {
+	if p.planOf != nil {
+		if pl := p.plans[p.planOf(req)]; pl != nil {
+			return pl
+		}
+	}
+	return p.defaultPlan
+}
+
+// ruleFor returns the rule that applies to r under pl, or nil.
+func (pl *plan) ruleFor(r *http.Request) *rule {
+	if h, _ := pl.mux.Handler(r); h != nil {
+		if ru, ok := h.(*rule); ok {
+			return ru
+		}
+	}
+	return pl.def
+}
+
+// listed reports whether the client key (an address, or an IPv6 /64 as
+// keyextract.IP writes it) is allowed (all of it within an Allow prefix) or
+// blocked (any of it within a Block prefix).
+func (p *Policy) listed(req keyextract.Request) (allowed, blocked bool) {
+	if len(p.allow) == 0 && len(p.block) == 0 {
+		return false, false
+	}
+	k, ok := p.clientIP.Extract(req)
+	if !ok {
+		return false, false
+	}
+	var client netip.Prefix
+	if strings.Contains(k, "/") {
+		pf, err := netip.ParsePrefix(k)
+		if err != nil {
+			return false, false
+		}
+		client = pf
+	} else {
+		a, err := netip.ParseAddr(k)
+		if err != nil {
+			return false, false
+		}
+		client = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+	}
+	for _, b := range p.block {
+		if b.Overlaps(client) {
+			return false, true
+		}
+	}
+	for _, a := range p.allow {
+		if a.Bits() <= client.Bits() && a.Contains(client.Addr()) {
+			return true, false
+		}
+	}
+	return false, false
+}

@@ -1,0 +1,318 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/throttlekit/throttle/headers"
+	"github.com/throttlekit/throttle/keyextract"
+	"github.com/throttlekit/throttle/limiters"
+	"github.com/throttlekit/throttle/repository"
+)
+
+// AnonymousKey is the key of the one bucket that every request without a key
+// of its own (its extractor returned ok == false) shares by default; see
+// WithAnonymousKey.
+const AnonymousKey = "anonymous"
+
+// DefaultNearLimit is the share of a limit that, once used, counts as near
+// the limit: 80%.
+const DefaultNearLimit = 0.8
+
+// ErrNoRepository is returned by TryAllow, Allow and Release of a RateLimiter
+// made with a nil repository (one that only serves a Policy).
+var ErrNoRepository = errors.New("server: no repository")
+
+// RateLimiter is admission control for inbound requests: it charges each
+// request to its caller's limiter, held in a repository, and admits or
+// rejects it. Its Middleware does that for net/http handlers; TryAllow, Allow
+// and Release serve everything else (gRPC interceptors, job queues).
+//
+// A RateLimiter is safe for concurrent use. It holds no goroutines and needs
+// no Close; close the repository (or Policy) it was given when done.
+type RateLimiter struct {
+	repo       repository.Repository
+	key        keyextract.Extractor
+	anon       string
+	style      headers.Style
+	cost       func(keyextract.Request) int
+	onRejected func(http.ResponseWriter, *http.Request, limiters.Decision)
+	failOpen   bool
+	observe    func(Event)
+	near       nearLimit
+	policy     *Policy
+}
+
+// nearLimit is the "near limit" signal: a threshold in per-mille (integer
+// arithmetic on the hot path) and an optional response header.
+type nearLimit struct {
+	permille int64 // 0 disables it
+	header   string
+}
+
+// Option configures a RateLimiter.
+type Option func(*RateLimiter)
+
+// WithKey sets how a request's caller is found. The default is
+// keyextract.IP() with no trusted proxies: the peer's address, never a
+// forwarding header. Behind proxies, pass keyextract.IP(yourProxies...).
+func WithKey(e keyextract.Extractor) Option {
+	return func(rl *RateLimiter) {
+		if e != nil {
+			rl.key = e
+		}
+	}
+}
+
+// WithAnonymousKey sets the key charged for a request whose extractor finds
+// no key (ok == false): all such requests share that one bucket. The default
+// is AnonymousKey ("anonymous"). An empty key rejects them instead, with 403
+// Forbidden, since they cannot be told apart.
+func WithAnonymousKey(key string) Option { return func(rl *RateLimiter) { rl.anon = key } }
+
+// WithHeaders sets which rate-limit fields responses carry (headers.Legacy,
+// headers.IETF or headers.Both, the default). Rejections always carry
+// Retry-After.
+func WithHeaders(s headers.Style) Option { return func(rl *RateLimiter) { rl.style = s } }
+
+// WithCost makes requests weighted: f says how many permits a request takes
+// (say 10 for an expensive endpoint). The default is 1. A cost below zero
+// counts as zero (a peek: the request is admitted and takes nothing); a cost
+// above what the limiter could ever grant is rejected with 429.
+func WithCost(f func(keyextract.Request) int) Option { return func(rl *RateLimiter) { rl.cost = f } }
+
+// WithOnRejected replaces the response to a rejected request. When f is
+// called the rate-limit fields and Retry-After are already set on w's
+// header; f writes the status and body. The default writes 429 Too Many
+// Requests with an RFC 9457 problem details body (see WriteProblem).
+func WithOnRejected(f func(w http.ResponseWriter, r *http.Request, d limiters.Decision)) Option {
+	return func(rl *RateLimiter) { rl.onRejected = f }
+}
+
+// WithFailOpen says what happens when the repository fails (Redis down, a
+// closed repository, repository.ErrTooManyKeys): fail open (true, the
+// default) admits the request without rate-limit fields, so an outage of the
+// limiter is not an outage of the API; fail closed (false) answers 503
+// Service Unavailable. Either way the observer sees an EventError.
+func WithFailOpen(open bool) Option { return func(rl *RateLimiter) { rl.failOpen = open } }
+
+// WithObserver calls f for every decision (see Event), synchronously, on the
+// request's goroutine: f must be fast and safe for concurrent use.
+func WithObserver(f func(Event)) Option { return func(rl *RateLimiter) { rl.observe = f } }
+
+// WithNearLimit sets the share of a limit (0 < threshold ≤ 1; the default is
+// DefaultNearLimit) past which an admitted request is near the limit: the
+// observer sees EventNearLimit and, if header is not empty, the response
+// carries that header with the value "true", so clients can back off early.
+// A threshold of zero or less turns the signal off.
+func WithNearLimit(threshold float64, header string) Option {
+	return func(rl *RateLimiter) {
+		rl.near = nearLimit{permille: int64(min(threshold, 1) * 1000), header: http.CanonicalHeaderKey(header)}
+		if threshold <= 0 {
+			rl.near.permille = 0
+		}
+	}
+}
+
+// WithPolicy makes the Middleware choose limits per request from p: plans,
+// endpoints, several limits at once, cost caps, allow and block lists, and
+// actions (see Policy). The policy owns its limiters; the repository passed
+// to New, which may then be nil, is used only by TryAllow, Allow and Release.
+func WithPolicy(p *Policy) Option { return func(rl *RateLimiter) { rl.policy = p } }
+
+// New returns a RateLimiter charging requests to repo's per-key limiters.
+// With no options it keys requests by the peer's IP address, charges each 1
+// permit, writes legacy and IETF rate-limit fields, answers rejections with
+// 429 and problem details, and fails open when repo fails.
+//
+// repo may be nil only with WithPolicy.
+func New(repo repository.Repository, opts ...Option) *RateLimiter {
+	rl := &RateLimiter{
+		repo:     repo,
+		key:      keyextract.IP(),
+		anon:     AnonymousKey,
+		style:    headers.Both,
+		failOpen: true,
+		near:     nearLimit{permille: int64(DefaultNearLimit * 1000)},
+	}
+	for _, o := range opts {
+		o(rl)
+	}
+	if rl.repo == nil && rl.policy == nil {
+		panic("server: New: nil repository and no policy")
+	}
+	return rl
+}
+
+// TryAllow charges n permits to key's limiter now or not at all, and returns
+// its decision. It never waits. The error is the repository's: with it the
+// decision is the zero Decision, and whether to admit is the caller's choice
+// (the Middleware follows WithFailOpen).
+func (rl *RateLimiter) TryAllow(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	if rl.repo == nil {
+		return limiters.Decision{}, ErrNoRepository
+	}
+	d, err := rl.repo.TryAcquire(ctx, key, n)
+	if rl.observe != nil {
+		ev := Event{Kind: EventAllowed, Key: key, Cost: n, Decision: d, Err: err}
+		switch {
+		case err != nil:
+			ev.Kind = EventError
+		case !d.Allowed:
+			ev.Kind = EventRejected
+		}
+		rl.observe(ev)
+		if err == nil && rl.isNear(d) {
+			ev.Kind = EventNearLimit
+			rl.observe(ev)
+		}
+	}
+	return d, err
+}
+
+// Allow waits, in arrival order, until key's limiter grants n permits, or
+// until ctx ends. It fails at once with a *limiters.RejectedError when ctx's
+// deadline would pass before its turn, and with limiters.ErrExceedsLimit when
+// n is more than the limiter ever grants.
+func (rl *RateLimiter) Allow(ctx context.Context, key string, n int) error {
+	if rl.repo == nil {
+		return ErrNoRepository
+	}
+	return rl.repo.Acquire(ctx, key, n)
+}
+
+// Release gives n permits back to key's limiter, for concurrency limits
+// ("5 in flight"); rate limiters ignore it. Call it once per admitted
+// TryAllow or Allow whose limiter holds permits. The Middleware does this
+// itself.
+func (rl *RateLimiter) Release(ctx context.Context, key string, n int) {
+	if rl.repo == nil {
+		return
+	}
+	_ = rl.repo.Release(context.WithoutCancel(ctx), key, n)
+}
+
+// isNear reports whether an admitted decision has used at least the
+// near-limit share of its limit.
+func (rl *RateLimiter) isNear(d limiters.Decision) bool {
+	if rl.near.permille == 0 || !d.Allowed || d.Limit <= 0 {
+		return false
+	}
+	used := int64(d.Limit - max(d.Remaining, 0))
+	return used*1000 >= rl.near.permille*int64(d.Limit)
+}
+
+// callerKey is the request's key, or the anonymous key; ok is false when
+// the request has no key and anonymous requests are refused.
+func (rl *RateLimiter) callerKey(req keyextract.Request) (string, bool) {
+	if k, ok := rl.key.Extract(req); ok {
+		return k, true
+	}
+	return rl.anon, rl.anon != ""
+}
+
+// weight is the request's permit count under WithCost.
+func (rl *RateLimiter) weight(req keyextract.Request) int {
+	if rl.cost == nil {
+		return 1
+	}
+	return max(rl.cost(req), 0)
+}
+
+// Middleware returns a handler that admits or rejects each request before
+// next sees it. Every response it lets through, and every rejection, carries
+// the rate-limit fields of WithHeaders; a rejection is 429 Too Many Requests
+// with Retry-After and an RFC 9457 problem details body (or what
+// WithOnRejected writes). Permits a limiter holds (concurrency limits) are
+// given back exactly once when next returns, even if it panics.
+//
+// It works with any router built on net/http, and with those (echo, gin)
+// that adapt net/http middleware.
+func (rl *RateLimiter) Middleware(next http.Handler) http.Handler {
+	if rl.policy != nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rl.servePolicy(w, r, next)
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rl.serve(w, r, next)
+	})
+}
+
+func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	req := keyextract.HTTP(r)
+	key, ok := rl.callerKey(req)
+	if !ok {
+		rl.emit(Event{Kind: EventForbidden, Request: r})
+		WriteProblem(w, Problem{Status: http.StatusForbidden, Detail: "the request carries no key to rate-limit it by"})
+		return
+	}
+	n := rl.weight(req)
+	d, err := rl.repo.TryAcquire(r.Context(), key, n)
+	if err != nil {
+		rl.failed(w, r, next, Event{Key: key, Cost: n, Err: err, Request: r})
+		return
+	}
+	h := w.Header()
+	headers.Write(h, d, rl.style)
+	if !d.Allowed {
+		rl.emit(Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r})
+		rl.reject(w, r, d, exceedsDetail(n, d))
+		return
+	}
+	if rl.observe != nil {
+		rl.observe(Event{Kind: EventAllowed, Key: key, Cost: n, Decision: d, Request: r})
+	}
+	if rl.isNear(d) {
+		rl.nearLimit(h, Event{Kind: EventNearLimit, Key: key, Cost: n, Decision: d, Request: r})
+	}
+	if n > 0 {
+		defer rl.repo.Release(context.Background(), key, n)
+	}
+	next.ServeHTTP(w, r)
+}
+
+// exceedsDetail explains a rejection of a request that could never be
+// admitted, or returns "" for an ordinary rejection.
+func exceedsDetail(n int, d limiters.Decision) string {
+	if d.Limit > 0 && n > d.Limit {
+		return "the request costs " + strconv.Itoa(n) + ", more than the limit of " + strconv.Itoa(d.Limit) + " allows at once"
+	}
+	return ""
+}
+
+func (rl *RateLimiter) emit(ev Event) {
+	if rl.observe != nil {
+		rl.observe(ev)
+	}
+}
+
+func (rl *RateLimiter) nearLimit(h http.Header, ev Event) {
+	if rl.near.header != "" {
+		h.Set(rl.near.header, "true")
+	}
+	rl.emit(ev)
+}
+
+// failed handles a repository error: admit (fail open) or 503.
+func (rl *RateLimiter) failed(w http.ResponseWriter, r *http.Request, next http.Handler, ev Event) {
+	ev.Kind = EventError
+	ev.FailedOpen = rl.failOpen
+	rl.emit(ev)
+	if rl.failOpen {
+		next.ServeHTTP(w, r)
+		return
+	}
+	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Detail: "the rate limiter is unavailable"})
+}
+
+// reject answers a rejected request; the rate-limit fields are already set.
+func (rl *RateLimiter) reject(w http.ResponseWriter, r *http.Request, d limiters.Decision, detail string) {
+	if rl.onRejected != nil {
+		rl.onRejected(w, r, d)
+		return
+	}
+	WriteProblem(w, RateLimited(d, detail))
+}
