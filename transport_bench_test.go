@@ -1,0 +1,55 @@
+package throttle
+
+import (
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// staticRT answers every request with the same headers and an empty body,
+// so a benchmark measures only the layer above it.
+type staticRT struct{ h http.Header }
+
+func (s staticRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: s.h, Body: http.NoBody, Request: req}, nil
+}
+
+func BenchmarkRoundTripOverhead(b *testing.B) {
+	plain := http.Header{"Content-Type": {"text/plain"}}
+	github := http.Header{
+		"X-Ratelimit-Limit":     {"1000000000"},
+		"X-Ratelimit-Remaining": {"999999999"},
+		"X-Ratelimit-Reset":     {"1893456000"},
+	}
+	for _, bc := range []struct {
+		name string
+		h    http.Header
+		opts []Option
+	}{
+		{"bare", plain, nil},
+		{"limiter", plain, []Option{WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
+		{"limiter+quota headers", github, []Option{WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
+		{"no feedback", plain, []Option{WithServerFeedback(false), WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var rt http.RoundTripper = staticRT{bc.h}
+			if bc.name != "bare" {
+				tr := NewTransport(rt, bc.opts...)
+				defer tr.Close()
+				rt = tr
+			}
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test/items", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
