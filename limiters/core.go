@@ -134,9 +134,11 @@ func (c *core) TryAcquire(n int) Decision {
 	switch {
 	case c.closed:
 	case n > lim:
+	case n == 0 && head == nil:
+		retry = c.alg.wait(now, 1)
+		allowed = retry == 0
 	case n == 0:
 		retry = c.alg.project(now, head, 1)
-		allowed = retry == 0 && head == nil
 	case head != nil:
 		retry = c.alg.project(now, head, n)
 	default:
