@@ -157,6 +157,9 @@ func (rl *RateLimiter) policyTry(ctx context.Context, ss []stage) outcome {
 	for i := range ss {
 		s := &ss[i]
 		d, err := repo.TryAcquire(ctx, s.key, s.n)
+		if s.n == 0 {
+			d.Allowed = true // a peek: admitted, charged nothing
+		}
 		s.d = d
 		if err != nil {
 			rl.policyUndo(ss)
@@ -183,6 +186,9 @@ func (rl *RateLimiter) policyWait(ctx context.Context, ru *rule, ss []stage) out
 		// A try first: most requests are admitted at once, and then
 		// the decision is the one to advertise.
 		d, err := repo.TryAcquire(ctx, s.key, s.n)
+		if s.n == 0 {
+			d.Allowed = true // a peek: admitted, charged nothing
+		}
 		if err == nil && d.Allowed {
 			s.d, s.taken = d, true
 			continue

@@ -255,6 +255,9 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 		rl.failed(w, r, next, Event{Key: key, Cost: n, Err: err, Request: r})
 		return
 	}
+	if n == 0 {
+		d.Allowed = true // a peek: admitted, charged nothing
+	}
 	h := w.Header()
 	headers.Write(h, d, rl.style)
 	if !d.Allowed {

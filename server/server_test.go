@@ -1,0 +1,300 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlekit/throttle/headers"
+	"github.com/throttlekit/throttle/keyextract"
+	"github.com/throttlekit/throttle/limiters"
+	"github.com/throttlekit/throttle/repository"
+	"github.com/throttlekit/throttle/server"
+)
+
+// windowRepo is a repository of fixed windows of limit per hour.
+func windowRepo(limit int) *repository.Memory {
+	return repository.NewMemory(func(string) limiters.Limiter {
+		return limiters.NewFixedWindow(limit, time.Hour)
+	}, repository.WithMaxKeys(1000))
+}
+
+func TestMiddlewarePerIPIgnoresForgedForwardedFor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		repo := windowRepo(3)
+		defer repo.Close()
+		h := server.New(repo).Middleware(ok)
+		// One peer forging a different X-Forwarded-For on every request is
+		// still one client.
+		for i := range 3 {
+			w := do(h, "GET", "/", "192.0.2.1:1000", "X-Forwarded-For", "198.51.100."+strconv.Itoa(i))
+			require.Equal(t, http.StatusOK, w.Code, i)
+		}
+		w := do(h, "GET", "/", "192.0.2.1:1001", "X-Forwarded-For", "198.51.100.99")
+		require.Equal(t, http.StatusTooManyRequests, w.Code)
+		// Another peer has its own limit.
+		assert.Equal(t, http.StatusOK, do(h, "GET", "/", "192.0.2.2:1000").Code)
+	})
+}
+
+func TestMiddlewarePerIPHonoursTrustedProxies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		repo := windowRepo(2)
+		defer repo.Close()
+		proxies := netip.MustParsePrefix("10.0.0.0/8")
+		h := server.New(repo, server.WithKey(keyextract.IP(proxies))).Middleware(ok)
+		// Through the trusted proxy, each forwarded client is its own key,
+		// even when it prepends a forged hop.
+		for _, client := range []string{"198.51.100.1", "198.51.100.2"} {
+			for i := range 2 {
+				w := do(h, "GET", "/", "10.1.2.3:5000", "X-Forwarded-For", "203.0.113."+strconv.Itoa(i)+", "+client)
+				require.Equal(t, http.StatusOK, w.Code, client)
+			}
+			w := do(h, "GET", "/", "10.1.2.3:5000", "X-Forwarded-For", client)
+			require.Equal(t, http.StatusTooManyRequests, w.Code, client)
+		}
+		// An untrusted peer's header is ignored: its key is its address.
+		for range 2 {
+			require.Equal(t, http.StatusOK, do(h, "GET", "/", "192.0.2.9:1", "X-Forwarded-For", "198.51.100.77").Code)
+		}
+		require.Equal(t, http.StatusTooManyRequests, do(h, "GET", "/", "192.0.2.9:1", "X-Forwarded-For", "198.51.100.78").Code)
+	})
+}
+
+func TestHeadersAndProblemDetails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		repo := windowRepo(2)
+		defer repo.Close()
+		h := server.New(repo).Middleware(ok)
+
+		w := do(h, "GET", "/", "192.0.2.1:1")
+		require.Equal(t, http.StatusOK, w.Code)
+		info := headers.Parse(w.Header(), time.Now())
+		require.NotEmpty(t, info.Quotas)
+		for _, q := range info.Quotas {
+			assert.EqualValues(t, 2, q.Limit)
+			assert.EqualValues(t, 1, q.Remaining)
+		}
+		assert.False(t, info.HasRetryAfter)
+
+		do(h, "GET", "/", "192.0.2.1:1")
+		w = do(h, "GET", "/", "192.0.2.1:1")
+		require.Equal(t, http.StatusTooManyRequests, w.Code)
+		assert.Equal(t, "3600", w.Header().Get("Retry-After")) // the window is one hour, starting now
+		info = headers.Parse(w.Header(), time.Now())
+		assert.True(t, info.HasRetryAfter)
+		assert.Equal(t, time.Hour, info.RetryAfter)
+		assert.Equal(t, time.Hour, info.Delay(time.Now()))
+		for _, q := range info.Quotas {
+			assert.EqualValues(t, 0, q.Remaining)
+		}
+
+		// go-retryablehttp's backoff reads our Retry-After.
+		resp := w.Result()
+		defer resp.Body.Close()
+		assert.Equal(t, time.Hour, retryablehttp.DefaultBackoff(time.Second, 2*time.Hour, 1, resp))
+
+		p := problem(t, w)
+		assert.Equal(t, server.ProblemTypeQuotaExceeded, p["type"])
+		assert.Equal(t, "Too Many Requests", p["title"])
+		assert.EqualValues(t, 429, p["status"])
+		assert.EqualValues(t, 3600, p["retry_after"])
+		assert.Equal(t, []any{"default"}, p["violated-policies"])
+		assert.Contains(t, p["detail"], "rate limit of 2 exceeded")
+	})
+}
+
+func TestHeaderStyles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		repo := windowRepo(5)
+		defer repo.Close()
+		legacy := do(server.New(repo, server.WithHeaders(headers.Legacy)).Middleware(ok), "GET", "/", "192.0.2.1:1")
+		assert.NotEmpty(t, legacy.Header().Get("X-RateLimit-Limit"))
+		assert.Empty(t, legacy.Header().Get("RateLimit"))
+		ietf := do(server.New(repo, server.WithHeaders(headers.IETF)).Middleware(ok), "GET", "/", "192.0.2.1:1")
+		assert.Empty(t, ietf.Header().Get("X-RateLimit-Limit"))
+		assert.Equal(t, `"default";r=3;t=3600`, ietf.Header().Get("RateLimit"))
+	})
+}
+
+func TestAnonymousRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		repo := windowRepo(1)
+		defer repo.Close()
+		rec := &recorder{}
+		h := server.New(repo, server.WithObserver(rec.observe)).Middleware(ok)
+		// No RemoteAddr: no IP key. Such requests share one bucket.
+		require.Equal(t, http.StatusOK, do(h, "GET", "/", "").Code)
+		require.Equal(t, http.StatusTooManyRequests, do(h, "GET", "/", "@unix").Code)
+		assert.Equal(t, server.AnonymousKey, rec.events[0].Key)
+
+		// Or are refused.
+		strict := server.New(repo, server.WithAnonymousKey("")).Middleware(ok)
+		w := do(strict, "GET", "/", "")
+		assert.Equal(t, http.StatusForbidden, w.Code)
+		assert.EqualValues(t, 403, problem(t, w)["status"])
+	})
+}
+
+func TestWeightedRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		repo := windowRepo(10)
+		defer repo.Close()
+		cost := func(r keyextract.Request) int {
+			n, _ := strconv.Atoi(r.Header("X-Cost"))
+			return n
+		}
+		h := server.New(repo, server.WithCost(cost)).Middleware(ok)
+		require.Equal(t, http.StatusOK, do(h, "GET", "/", "192.0.2.1:1", "X-Cost", "7").Code)
+		w := do(h, "GET", "/", "192.0.2.1:1", "X-Cost", "4")
+		require.Equal(t, http.StatusTooManyRequests, w.Code)
+		require.Equal(t, http.StatusOK, do(h, "GET", "/", "192.0.2.1:1", "X-Cost", "3").Code)
+		// More than the limit could ever grant: 429 with a clear detail.
+		w = do(h, "GET", "/", "192.0.2.2:1", "X-Cost", "11")
+		require.Equal(t, http.StatusTooManyRequests, w.Code)
+		assert.Contains(t, problem(t, w)["detail"], "costs 11, more than the limit of 10")
+	})
+}
+
+func TestFailOpenAndClosed(t *testing.T) {
+	boom := errors.New("redis down")
+	rec := &recorder{}
+	open := server.New(&fakeRepo{err: boom}, server.WithObserver(rec.observe)).Middleware(ok)
+	w := do(open, "GET", "/", "192.0.2.1:1")
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.Empty(t, w.Header().Get("X-RateLimit-Limit"))
+	require.Len(t, rec.events, 1)
+	assert.Equal(t, server.EventError, rec.events[0].Kind)
+	assert.True(t, rec.events[0].FailedOpen)
+	assert.ErrorIs(t, rec.events[0].Err, boom)
+
+	closed := server.New(&fakeRepo{err: boom}, server.WithFailOpen(false)).Middleware(ok)
+	w = do(closed, "GET", "/", "192.0.2.1:1")
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+	assert.EqualValues(t, 503, problem(t, w)["status"])
+}
+
+// countingRepo counts Releases on top of a Memory.
+type countingRepo struct {
+	*repository.Memory
+	releases atomic.Int64
+}
+
+func (c *countingRepo) Release(ctx context.Context, key string, n int) error {
+	c.releases.Add(1)
+	return c.Memory.Release(ctx, key, n)
+}
+
+func TestConcurrencyReleasedOnceEvenOnPanic(t *testing.T) {
+	repo := &countingRepo{Memory: repository.NewMemory(func(string) limiters.Limiter { return limiters.NewConcurrency(1) })}
+	defer repo.Close()
+	rl := server.New(repo)
+	panicky := rl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("handler bug") }))
+	require.PanicsWithValue(t, "handler bug", func() { do(panicky, "GET", "/", "192.0.2.1:1") })
+	assert.EqualValues(t, 1, repo.releases.Load())
+	// The permit came back: the next request is admitted, and gives it back.
+	assert.Equal(t, http.StatusOK, do(rl.Middleware(ok), "GET", "/", "192.0.2.1:1").Code)
+	assert.EqualValues(t, 2, repo.releases.Load())
+
+	// While one request is in flight, a second is refused.
+	inside, leave := make(chan struct{}), make(chan struct{})
+	slow := rl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { close(inside); <-leave }))
+	var wg sync.WaitGroup
+	wg.Go(func() { do(slow, "GET", "/", "192.0.2.1:1") })
+	<-inside
+	w := do(rl.Middleware(ok), "GET", "/", "192.0.2.1:1")
+	assert.Equal(t, http.StatusTooManyRequests, w.Code)
+	assert.Equal(t, "1", w.Header().Get("Retry-After"))
+	close(leave)
+	wg.Wait()
+	assert.Equal(t, http.StatusOK, do(rl.Middleware(ok), "GET", "/", "192.0.2.1:1").Code)
+	// A refused request takes nothing, so gives nothing back.
+	assert.EqualValues(t, 4, repo.releases.Load())
+}
+
+func TestOnRejected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		repo := windowRepo(1)
+		defer repo.Close()
+		var got limiters.Decision
+		h := server.New(repo, server.WithOnRejected(func(w http.ResponseWriter, _ *http.Request, d limiters.Decision) {
+			got = d
+			w.WriteHeader(http.StatusServiceUnavailable)
+		})).Middleware(ok)
+		do(h, "GET", "/", "192.0.2.1:1")
+		w := do(h, "GET", "/", "192.0.2.1:1")
+		assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+		assert.Equal(t, "3600", w.Header().Get("Retry-After")) // set before the callback
+		assert.False(t, got.Allowed)
+		assert.Equal(t, 1, got.Limit)
+	})
+}
+
+func TestNearLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		repo := windowRepo(5)
+		defer repo.Close()
+		rec := &recorder{}
+		h := server.New(repo, server.WithObserver(rec.observe), server.WithNearLimit(0.8, "X-RateLimit-Near")).Middleware(ok)
+		var near []string
+		for range 5 {
+			near = append(near, do(h, "GET", "/", "192.0.2.1:1").Header().Get("X-RateLimit-Near"))
+		}
+		// Used 1..5 of 5: 4/5 is the first at 80%.
+		assert.Equal(t, []string{"", "", "", "true", "true"}, near)
+		assert.Equal(t, 2, rec.count(server.EventNearLimit))
+		assert.Equal(t, 5, rec.count(server.EventAllowed))
+	})
+}
+
+func TestTryAllowAllowRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		repo := repository.NewMemory(func(string) limiters.Limiter {
+			return limiters.NewTokenBucket(limiters.PerSecond(1), 1)
+		})
+		defer repo.Close()
+		rec := &recorder{}
+		rl := server.New(repo, server.WithObserver(rec.observe))
+		ctx := context.Background()
+		d, err := rl.TryAllow(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+		d, err = rl.TryAllow(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed)
+		assert.Equal(t, time.Second, d.RetryAfter)
+
+		start := time.Now()
+		require.NoError(t, rl.Allow(ctx, "k", 1))
+		assert.Equal(t, time.Second, time.Since(start))
+
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		var re *limiters.RejectedError
+		require.ErrorAs(t, rl.Allow(short, "k", 1), &re)
+		rl.Release(ctx, "k", 1) // a rate limiter ignores it
+		assert.Equal(t, []server.EventKind{server.EventAllowed, server.EventNearLimit, server.EventRejected}, rec.kinds())
+
+		none := server.New(nil, server.WithPolicy(mustPolicy(t, server.PolicyConfig{Plans: map[string]server.Plan{
+			"p": {Default: &server.Rule{Limits: []limiters.Spec{{Algorithm: "concurrency", Limit: 1}}}},
+		}})))
+		_, err = none.TryAllow(ctx, "k", 1)
+		assert.ErrorIs(t, err, server.ErrNoRepository)
+		assert.ErrorIs(t, none.Allow(ctx, "k", 1), server.ErrNoRepository)
+	})
+}
+
+func TestNewPanicsWithoutRepository(t *testing.T) {
+	assert.Panics(t, func() { server.New(nil) })
+}
