@@ -195,7 +195,10 @@ func (e *PolicyError) Error() string {
 		b.WriteString(e.File)
 	}
 	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
 	}
 	if e.Path != "" {
 		b.WriteString(": ")

@@ -129,7 +129,7 @@ func decodeJSON(data []byte) (PolicyConfig, error) {
 		off := dec.InputOffset()
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			off = se.Offset
+			off = se.Offset - 1 // the offending byte
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			err = errors.New("empty or truncated JSON")
