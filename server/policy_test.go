@@ -354,3 +354,47 @@ func TestPolicyMaxKeys(t *testing.T) {
 }
 
 func netipPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+func TestPolicyDelayRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustPolicy(t, server.PolicyConfig{Plans: map[string]server.Plan{"only": {
+			Default: &server.Rule{
+				Limits:   []limiters.Spec{{Algorithm: limiters.AlgTokenBucket, Rate: limiters.PerSecond(1), Limit: 1, QueueLimit: 2}},
+				CostCaps: []limiters.Spec{fixed(100, time.Hour)},
+				Action:   server.Delay,
+				MaxDelay: time.Hour,
+			},
+		}}}, server.WithCapCost(func(r keyextract.Request) int { n, _ := strconv.Atoi(r.Header("X-Tokens")); return n }))
+		rec := &recorder{}
+		h := server.New(nil, server.WithPolicy(p), server.WithObserver(rec.observe)).Middleware(ok)
+		a := "192.0.2.1:1"
+		// A cost over the cap is refused at once, however long the bound.
+		w := do(h, "GET", "/", a, "X-Tokens", "101")
+		require.Equal(t, http.StatusTooManyRequests, w.Code)
+		assert.Contains(t, problem(t, w)["detail"], "costs 101, more than the cost limit of 100")
+
+		// That request took its request permit before the cost cap refused
+		// it: the next two wait in the queue (of 2), a third finds it full.
+		var wg sync.WaitGroup
+		codes := make([]int, 2)
+		for i := range 2 {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * time.Millisecond)
+				codes[i] = do(h, "GET", "/", a, "X-Tokens", "1").Code
+			})
+		}
+		synctest.Wait()
+		time.Sleep(10 * time.Millisecond)
+		w = do(h, "GET", "/", a, "X-Tokens", "1")
+		assert.Equal(t, http.StatusTooManyRequests, w.Code)
+		assert.ErrorIs(t, rec.events[len(rec.events)-1].Err, limiters.ErrQueueFull)
+		wg.Wait()
+		assert.Equal(t, []int{200, 200}, codes)
+	})
+}
+
+func TestEventKindString(t *testing.T) {
+	assert.Equal(t, "shadow_rejected", server.EventShadowRejected.String())
+	assert.Equal(t, "error", server.EventError.String())
+	assert.Equal(t, "unknown", server.EventKind(200).String())
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -109,7 +110,7 @@ func WithObserver(f func(Event)) Option { return func(rl *RateLimiter) { rl.obse
 // A threshold of zero or less turns the signal off.
 func WithNearLimit(threshold float64, header string) Option {
 	return func(rl *RateLimiter) {
-		rl.near = nearLimit{permille: int64(min(threshold, 1) * 1000), header: http.CanonicalHeaderKey(header)}
+		rl.near = nearLimit{permille: int64(math.Round(min(threshold, 1) * 1000)), header: http.CanonicalHeaderKey(header)}
 		if threshold <= 0 {
 			rl.near.permille = 0
 		}
