@@ -87,3 +87,10 @@ func (f *fakeRepo) TryAcquire(context.Context, string, int) (limiters.Decision, 
 func (f *fakeRepo) Acquire(context.Context, string, int) error { return f.err }
 func (f *fakeRepo) Release(context.Context, string, int) error { return f.err }
 func (f *fakeRepo) Close() error                               { return nil }
+
+// last returns the latest event.
+func (r *recorder) last() server.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.events[len(r.events)-1]
+}

@@ -190,7 +190,7 @@ func TestPolicyCostCaps(t *testing.T) {
 		assert.Equal(t, 200, r.code, "%s %v", r.w.Body.String(), r.w.Header()) // 1500 today
 		r = ask(1)
 		require.Equal(t, 429, r.code)
-		ev := rec.events[len(rec.events)-1]
+		ev := rec.last()
 		assert.Equal(t, "cost", ev.Limit)
 		assert.Equal(t, 1, ev.Cost)
 		// Request counts are separate: 7 requests so far, well under 100.
@@ -325,7 +325,7 @@ func TestPolicyNearLimitHeader(t *testing.T) {
 		assert.Empty(t, do(h, "GET", "/", "192.0.2.1:1", "X-Tokens", "10").Header().Get("X-Near-Limit"))
 		// Half the cost cap: near.
 		assert.Equal(t, "true", do(h, "GET", "/", "192.0.2.1:1", "X-Tokens", "40").Header().Get("X-Near-Limit"))
-		ev := rec.events[len(rec.events)-1]
+		ev := rec.last()
 		assert.Equal(t, server.EventNearLimit, ev.Kind)
 		assert.Equal(t, "cost", ev.Limit)
 	})
@@ -387,7 +387,7 @@ func TestPolicyDelayRefusals(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		w = do(h, "GET", "/", a, "X-Tokens", "1")
 		assert.Equal(t, http.StatusTooManyRequests, w.Code)
-		assert.ErrorIs(t, rec.events[len(rec.events)-1].Err, limiters.ErrQueueFull)
+		assert.ErrorIs(t, rec.last().Err, limiters.ErrQueueFull)
 		wg.Wait()
 		assert.Equal(t, []int{200, 200}, codes)
 	})
