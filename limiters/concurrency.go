@@ -58,3 +58,48 @@ func (c *concurrency) release(n int) error {
 	c.inUse -= n
 	return nil
 }
+
+// TryAcquire takes n permits now or not at all; see Limiter. It is the
+// semaphore's fast path: no clock, no projection.
+func (c *Concurrency) TryAcquire(n int) Decision {
+	if n > 0 {
+		c.mu.Lock()
+		if !c.closed && (c.q == nil || c.q.head == nil) {
+			if c.s.inUse+n <= c.s.max {
+				c.s.inUse += n
+				c.acquired += int64(n)
+				d := Decision{Allowed: true, Limit: c.s.max, Remaining: c.s.max - c.s.inUse}
+				c.mu.Unlock()
+				return d
+			}
+		}
+		c.mu.Unlock()
+	}
+	return c.core.TryAcquire(n)
+}
+
+// Release gives back n permits and wakes the waiters they let through. It
+// panics if more permits are released than are held, as a semaphore does.
+func (c *Concurrency) Release(n int) {
+	checkN(n)
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if n > c.s.inUse {
+		c.s.inUse = 0
+		c.mu.Unlock()
+		panic(errOverRelease)
+	}
+	c.s.inUse -= n
+	if c.q != nil && c.q.head != nil {
+		c.dispatch(0)
+	}
+	p := c.cfg.parent
+	c.mu.Unlock()
+	p.wake()
+}

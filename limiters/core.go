@@ -3,6 +3,7 @@ package limiters
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -51,6 +52,7 @@ type waitq struct {
 	len        int
 	permits    int
 	timer      *time.Timer
+	due        int64 // when the timer is due, in the algorithm's clock; 0: not armed
 }
 
 func (q *waitq) push(w *waiter) {
@@ -91,11 +93,24 @@ type core struct {
 	closed   bool
 	acquired int64
 	rejected int64
+	last     int64 // the latest time a call saw: time never runs backwards for the algorithm
+}
+
+// clock returns t, or the latest time already seen if t is older (t was read
+// before the lock was taken, and another call may have gone first). c.mu
+// must be held.
+func (c *core) clock(t int64) int64 {
+	if t < c.last {
+		return c.last
+	}
+	c.last = t
+	return t
 }
 
 func (c *core) init(a algo, cfg *config) {
 	c.alg = a
 	c.cfg = cfg
+	c.last = math.MinInt64 // clocks may read negative (monoNow in a synctest bubble)
 }
 
 // head returns the first waiter, or nil. c.mu must be held.
@@ -125,8 +140,9 @@ func checkN(n int) {
 // nobody waits. A denied Decision's RetryAfter counts the waiters ahead.
 func (c *core) TryAcquire(n int) Decision {
 	checkN(n)
+	t := c.alg.now() // read the clock outside the lock
 	c.mu.Lock()
-	now := c.alg.now()
+	now := c.clock(t)
 	lim := c.alg.limit()
 	head := c.head()
 	var retry int64
@@ -178,6 +194,7 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	t := c.alg.now() // read the clock outside the lock
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -192,7 +209,7 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 		c.mu.Unlock()
 		return ErrExceedsLimit
 	}
-	now := c.alg.now()
+	now := c.clock(t)
 	head := c.head()
 	if head == nil && c.alg.wait(now, n) == 0 {
 		c.alg.take(now, n)
@@ -236,7 +253,7 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 			return w.err
 		}
 		// Granted as we gave up: give the permits back and let the next go.
-		now = c.alg.now()
+		now = c.clock(c.alg.now())
 		c.alg.refund(now, n)
 		c.acquired -= int64(n)
 		if c.head() != nil {
@@ -246,7 +263,7 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 		wasHead := c.q.head == w
 		c.q.remove(w)
 		if wasHead {
-			c.dispatch(c.alg.now())
+			c.dispatch(c.clock(c.alg.now()))
 		}
 	}
 	p := c.cfg.parent
@@ -259,18 +276,29 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 // allows, then arms the timer for the new head's due time. c.mu must be held.
 func (c *core) dispatch(now int64) {
 	q := c.q
+	// Grant at the due time, not at the moment a late waker ran: a waker
+	// that fires a little late must not cost the limiter throughput.
+	t := now
+	if q.due != 0 && q.due < now {
+		t = q.due
+	}
 	for q.head != nil {
 		w := q.head
-		d := c.alg.wait(now, w.n)
-		if d != 0 {
-			if d == never {
-				q.stop()
-			} else {
-				c.arm(time.Duration(d))
-			}
+		d := c.alg.wait(t, w.n)
+		if d == never {
+			q.stop()
 			return
 		}
-		c.alg.take(now, w.n)
+		if d != 0 {
+			if t+d > now {
+				c.arm(t + d - now)
+				q.due = t + d
+				return
+			}
+			t += d // fell due while the waker was late
+			continue
+		}
+		c.alg.take(t, w.n)
 		c.acquired += int64(w.n)
 		q.remove(w)
 		close(w.ready)
@@ -278,15 +306,16 @@ func (c *core) dispatch(now int64) {
 	q.stop()
 }
 
-func (c *core) arm(d time.Duration) {
+func (c *core) arm(d int64) {
 	if c.q.timer == nil {
-		c.q.timer = time.AfterFunc(d, c.wake)
+		c.q.timer = time.AfterFunc(time.Duration(d), c.wake)
 		return
 	}
-	c.q.timer.Reset(d)
+	c.q.timer.Reset(time.Duration(d))
 }
 
 func (q *waitq) stop() {
+	q.due = 0
 	if q.timer != nil {
 		q.timer.Stop()
 	}
@@ -304,7 +333,7 @@ func (c *core) wake() {
 		return
 	}
 	if c.head() != nil {
-		c.dispatch(c.alg.now())
+		c.dispatch(c.clock(c.alg.now()))
 	}
 	// Pass it up even with no waiters here: a Chain nested in a Chain has
 	// no waiters of its own, and its parent's waiters need the news.
@@ -328,7 +357,7 @@ func (c *core) Release(n int) {
 	}
 	err := r.release(n)
 	if c.head() != nil {
-		c.dispatch(c.alg.now())
+		c.dispatch(c.clock(c.alg.now()))
 	}
 	p := c.cfg.parent
 	c.mu.Unlock()
@@ -342,7 +371,7 @@ func (c *core) Release(n int) {
 func (c *core) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rem, _ := c.alg.state(c.alg.now(), c.queuedPermits())
+	rem, _ := c.alg.state(c.clock(c.alg.now()), c.queuedPermits())
 	s := Stats{Acquired: c.acquired, Rejected: c.rejected, Available: rem}
 	if c.q != nil {
 		s.Queued = c.q.len

@@ -45,6 +45,9 @@ func gcd(a, b int64) int64 {
 
 // times returns n intervals.
 func (iv *interval) times(n int) fine {
+	if iv.fr == 0 {
+		return fine{ns: int64(n) * iv.ns}
+	}
 	t := int64(n) * iv.fr
 	return fine{int64(n)*iv.ns + t/iv.den, t % iv.den}
 }
