@@ -33,3 +33,30 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		t.Errorf("denied TryAcquire: %v allocs", a)
 	}
 }
+
+func TestHugeBurstPanicsInsteadOfOverflowing(t *testing.T) {
+	for name, f := range map[string]func(){
+		"TokenBucket": func() { NewTokenBucket(PerSecond(3), 1<<40) },
+		"GCRA":        func() { NewGCRA(PerSecond(3), 1<<40) },
+		"hourly":      func() { NewTokenBucket(Every(time.Hour), 1<<22) },
+		"LeakyBucket": func() { NewLeakyBucket(Every(time.Hour), 1<<22) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+	NewTokenBucket(PerSecond(3), 1<<30).Close() // 11 years: fine
+}
+
+func TestSpecJSONRejectsUnknownFields(t *testing.T) {
+	var s Spec
+	err := s.UnmarshalJSON([]byte(`{"algorithm":"concurrency","limit":1,"queue_limt":5}`))
+	if err == nil {
+		t.Fatal("a misspelt field was accepted")
+	}
+}

@@ -2,6 +2,7 @@ package limiters
 
 import (
 	"fmt"
+	"math"
 )
 
 func mustRate(r Rate, ctor string) {
@@ -10,6 +11,14 @@ func mustRate(r Rate, ctor string) {
 	}
 	if r.Per <= 0 {
 		panic(fmt.Sprintf("limiters: %s: rate period must be positive, got %v", ctor, r.Per))
+	}
+}
+
+// mustFit panics when burst intervals do not fit in int64 nanoseconds
+// (about 292 years): such a limiter could never be represented exactly.
+func mustFit(iv interval, burst int, ctor, name string) {
+	if int64(burst) > math.MaxInt64/(iv.ns+1) {
+		panic(fmt.Sprintf("limiters: %s: %s %d at this rate spans more than 292 years", ctor, name, burst))
 	}
 }
 
@@ -45,6 +54,7 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) *TokenBucket {
 	mustPositive(burst, "NewTokenBucket", "burst")
 	tb := &TokenBucket{}
 	tb.s.iv = newInterval(r)
+	mustFit(tb.s.iv, burst, "NewTokenBucket", "burst")
 	tb.s.burst = burst
 	tb.s.tol = tb.s.iv.times(burst)
 	tb.s.credit = tb.s.tol
@@ -131,6 +141,7 @@ func NewGCRA(r Rate, burst int, opts ...Option) *GCRA {
 	mustPositive(burst, "NewGCRA", "burst")
 	g := &GCRA{}
 	g.s.iv = newInterval(r)
+	mustFit(g.s.iv, burst, "NewGCRA", "burst")
 	g.s.burst = burst
 	g.s.tol = g.s.iv.times(burst)
 	g.s.tat = fine{ns: monoNow()}
@@ -207,6 +218,7 @@ func NewLeakyBucket(r Rate, capacity int, opts ...Option) *LeakyBucket {
 	mustPositive(capacity, "NewLeakyBucket", "capacity")
 	lb := &LeakyBucket{}
 	lb.s.iv = newInterval(r)
+	mustFit(lb.s.iv, capacity, "NewLeakyBucket", "capacity")
 	lb.s.capacity = capacity
 	lb.s.next = fine{ns: monoNow()}
 	lb.init(&lb.s, newConfig(capacity, opts))

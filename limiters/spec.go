@@ -1,6 +1,7 @@
 package limiters
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -107,7 +108,7 @@ func (s Spec) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads Rate as "10/s" and Window as a duration string ("1m").
-// It does not validate; call Validate.
+// Unknown fields are an error. It does not validate; call Validate.
 func (s *Spec) UnmarshalJSON(b []byte) error {
 	var j struct {
 		Algorithm  string          `json:"algorithm"`
@@ -116,8 +117,11 @@ func (s *Spec) UnmarshalJSON(b []byte) error {
 		Window     json.RawMessage `json:"window"`
 		QueueLimit int             `json:"queue_limit"`
 	}
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
+	// Config comes from users: a misspelt field is an error, not a default.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return fmt.Errorf("limiters: spec: %w", err)
 	}
 	out := Spec{Algorithm: j.Algorithm, Limit: j.Limit, QueueLimit: j.QueueLimit}
 	if j.Rate != nil {
