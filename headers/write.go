@@ -71,17 +71,26 @@ func Write(h http.Header, d limiters.Decision, s Style) {
 	}
 	v := string(b)
 
+	// One backing array for every field's []string: h.Set would allocate
+	// one per field.
+	var vals [6]string
+	i := 0
+	set := func(key, val string) {
+		vals[i] = val
+		h[key] = vals[i : i+1 : i+1]
+		i++
+	}
 	if !d.Allowed {
-		h.Set("Retry-After", v[:ends[0]])
+		set("Retry-After", v[:ends[0]])
 	}
 	if s&Legacy != 0 {
-		h.Set("X-Ratelimit-Limit", v[ends[0]:ends[1]])
-		h.Set("X-Ratelimit-Remaining", v[ends[1]:ends[2]])
-		h.Set("X-Ratelimit-Reset", v[:ends[0]])
+		set("X-Ratelimit-Limit", v[ends[0]:ends[1]])
+		set("X-Ratelimit-Remaining", v[ends[1]:ends[2]])
+		set("X-Ratelimit-Reset", v[:ends[0]])
 	}
 	if s&IETF != 0 {
-		h.Set("Ratelimit-Policy", v[ends[2]:ends[3]])
-		h.Set("Ratelimit", v[ends[3]:ends[4]])
+		set("Ratelimit-Policy", v[ends[2]:ends[3]])
+		set("Ratelimit", v[ends[3]:ends[4]])
 	}
 }
 
