@@ -147,6 +147,20 @@ func New(repo repository.Repository, opts ...Option) *RateLimiter {
 	return rl
 }
 
+// advertise is the decision the headers tell the client. When the request
+// took the last permit, the reset a client should wait for is the time until
+// the next permit, not until the limiter is full again (which, for a token
+// bucket, can be far longer): a peek says when that is.
+func (rl *RateLimiter) advertise(ctx context.Context, key string, d limiters.Decision) limiters.Decision {
+	if !d.Allowed || d.Remaining != 0 || rl.style&headers.Both == 0 {
+		return d
+	}
+	if p, err := rl.repo.TryAcquire(ctx, key, 0); err == nil && !p.Allowed && p.RetryAfter > 0 {
+		d.ResetAfter = p.RetryAfter
+	}
+	return d
+}
+
 // TryAllow charges n permits to key's limiter now or not at all, and returns
 // its decision. It never waits. The error is the repository's: with it the
 // decision is the zero Decision, and whether to admit is the caller's choice
@@ -260,7 +274,7 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 		d.Allowed = true // a peek: admitted, charged nothing
 	}
 	h := w.Header()
-	headers.Write(h, d, rl.style)
+	headers.Write(h, rl.advertise(r.Context(), key, d), rl.style)
 	if !d.Allowed {
 		rl.emit(Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r})
 		rl.reject(w, r, d, exceedsDetail(n, d))
