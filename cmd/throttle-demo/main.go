@@ -41,7 +41,7 @@ func main() {
 	jobs := flag.Int("jobs", 200, "successful requests each client must complete")
 	workers := flag.Int("workers", 10, "goroutines per client")
 	flag.Parse()
-	if err := run(os.Stdout, *rate, *jobs, *workers); err != nil {
+	if _, err := run(os.Stdout, *rate, *jobs, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "throttle-demo:", err)
 		os.Exit(1)
 	}
@@ -59,7 +59,7 @@ type client struct {
 	failed              atomic.Int64
 }
 
-func run(out io.Writer, rate, jobs, workers int) error {
+func run(out io.Writer, rate, jobs, workers int) ([]*client, error) {
 	// The API: 20 req/s per client (keyed by X-Client), burst of one second.
 	repo := repository.NewMemory(func(string) limiters.Limiter {
 		return limiters.NewTokenBucket(limiters.PerSecond(rate), rate)
@@ -70,7 +70,7 @@ func run(out io.Writer, rate, jobs, workers int) error {
 	api.HandleFunc("GET /items", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"ok":true}`) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	srv := &http.Server{Handler: rl.Middleware(api)}
 	go srv.Serve(ln)
@@ -168,7 +168,7 @@ func run(out io.Writer, rate, jobs, workers int) error {
 			fmt.Fprintf(out, "%s: %d jobs gave up\n", c.name, n)
 		}
 	}
-	return nil
+	return clients, nil
 }
 
 func progress(cs []*client) string {
