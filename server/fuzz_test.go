@@ -1,0 +1,47 @@
+package server_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/throttlekit/throttle/server"
+)
+
+// FuzzParsePolicy: any bytes, as YAML or JSON, give a policy or a
+// *PolicyError — never a panic, never both, never neither.
+func FuzzParsePolicy(f *testing.F) {
+	f.Add([]byte(`default_plan: free
+plans:
+  free:
+    default: {limits: [{algorithm: gcra, rate: 60/m, limit: 10}]}
+    endpoints:
+      "POST /api/ask":
+        action: delay
+        max_delay: 2s
+        limits: [{algorithm: sliding_window, limit: 10, window: 1m}, {algorithm: concurrency, limit: 5}]
+        cost_caps: [{algorithm: fixed_window, limit: 1000, window: 1h}]
+allow: ["10.0.0.0/8"]
+block: ["203.0.113.7"]
+`))
+	f.Add([]byte(`{"default_plan":"free","plans":{"free":{"default":{"limits":[{"algorithm":"token_bucket","rate":"10/s","limit":20}]}}}}`))
+	f.Add([]byte(`plans: {free: {endpoints: {"GET /items/{id}": {limits: [{algorithm: fixed_window, limit: 0, window: 1m}]}}}}`))
+	f.Add([]byte("{"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, parse := range []func([]byte, ...server.PolicyOption) (*server.Policy, error){server.ParsePolicyYAML, server.ParsePolicyJSON} {
+			p, err := parse(data)
+			switch {
+			case err != nil && p != nil:
+				t.Fatalf("both a policy and an error: %v", err)
+			case err == nil && p == nil:
+				t.Fatal("neither a policy nor an error")
+			case err != nil:
+				var pe *server.PolicyError
+				if !errors.As(err, &pe) {
+					t.Fatalf("error is not a *PolicyError: %T %v", err, err)
+				}
+			default:
+				p.Close()
+			}
+		}
+	})
+}
