@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -506,3 +507,78 @@ func TestRoundTripErrorFromBaseReleasesPermit(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestInFlightRequestsCountAgainstRemaining: ten goroutines, a quota of 10
+// per hour, 50 ms of latency. The answers that say "9 left", "8 left", …
+// arrive after all ten requests are on the wire; the Transport must count
+// those ten against what remains and send nothing more until the reset —
+// no 429 at all.
+func TestInFlightRequestsCountAgainstRemaining(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := githubAPI(10, time.Hour, false)
+		tr := NewTransport(handlerTransport{h: a, latency: 50 * time.Millisecond}, WithMaxWait(time.Minute))
+		defer tr.Close()
+		client := &http.Client{Transport: tr}
+		var wg sync.WaitGroup
+		var ok, refused atomic.Int32
+		for range 10 {
+			wg.Go(func() {
+				for range 2 {
+					resp, err := client.Get("http://api.test/")
+					if err != nil {
+						var rej *limiters.RejectedError
+						if assert.ErrorAs(t, err, &rej) {
+							refused.Add(1)
+						}
+						continue
+					}
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						ok.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		served, limited := a.counts()
+		assert.Equal(t, 10, served)
+		assert.Zero(t, limited, "no request was sent into an exhausted quota")
+		assert.EqualValues(t, 10, ok.Load())
+		assert.EqualValues(t, 10, refused.Load(), "the rest fail fast: the reset is past WithMaxWait")
+	})
+}
+
+// TestLowQuotaIsSpreadUntilReset: with 5 of 100 left and a minute to the
+// reset, a client with more work does not burn the 5 at once and then stall:
+// it spreads them evenly until the reset.
+func TestLowQuotaIsSpreadUntilReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		reset := start.Add(60 * time.Second)
+		remaining := 6
+		var sent []time.Duration
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			sent = append(sent, time.Since(start))
+			remaining--
+			w.Header().Set("X-RateLimit-Limit", "100")
+			w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+		})
+		tr := NewTransport(handlerTransport{h: h})
+		defer tr.Close()
+		for range 6 {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/", nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		require.Len(t, sent, 6)
+		// The first answer says 5 left with 60 s to go:
+		// the next goes at once, then one every 60s/5 = 12 s: spread over
+		// the minute, all before the reset.
+		assert.Zero(t, sent[1])
+		for i := 2; i < len(sent); i++ {
+			assert.Equal(t, 12*time.Second, sent[i]-sent[i-1], "gap %d", i)
+		}
+		assert.Less(t, sent[5], 60*time.Second)
+	})
+}
