@@ -98,6 +98,13 @@ func (g *gate) check(now time.Time) (ok bool, wake time.Time, resumed bool) {
 	return true, time.Time{}, resumed
 }
 
+// quiet reports whether the gate has nothing that could hold a request
+// back or pace it. g.mu must be held.
+func (g *gate) quiet() bool {
+	return !g.paused && !g.probe && !g.probing && !g.quota && g.learned == 0 &&
+		g.pausedUntil.IsZero() && g.nextSend.IsZero()
+}
+
 // low reports whether a quota is low enough to pace: a tenth of the limit
 // or less (when the limit is unknown, ten requests or fewer).
 func low(avail, limit int64) bool {
@@ -144,6 +151,17 @@ func (g *gate) admit(ctx context.Context, deadline time.Time) (ticket, error) {
 	if g.closed {
 		g.mu.Unlock()
 		return ticket{}, limiters.ErrClosed
+	}
+	if g.head == nil && g.quiet() {
+		// Nothing learned yet that could hold this request back: no need
+		// to read the clock.
+		tk := ticket{probe: g.probe, ver: g.ver, pause: g.pauses}
+		g.inflight++
+		if g.resumedAt.IsZero() {
+			g.resumedAt = time.Now() // the first cycle starts with the first request
+		}
+		g.mu.Unlock()
+		return tk, nil
 	}
 	now := time.Now()
 	var resumed bool

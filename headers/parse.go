@@ -287,6 +287,7 @@ func Parse(h http.Header, now time.Time) Info {
 		qbuf [8]Quota
 	)
 	nd := nbuf[:0]
+	found := false
 	for k, vs := range h {
 		if len(vs) == 0 {
 			continue
@@ -296,9 +297,14 @@ func Parse(h http.Header, now time.Time) Info {
 		case kd == kindNone:
 		case kd < numStatic:
 			st[kd].add(k, vs)
+			found = true
 		default:
 			nd = addNamed(nd, fam, name, int(kd-kindNamedLimit), k, vs)
+			found = true
 		}
+	}
+	if !found {
+		return Info{} // most responses: nothing about rate limits
 	}
 
 	var info Info
