@@ -3,6 +3,7 @@ package limiters
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 func mustRate(r Rate, ctor string) {
@@ -260,4 +261,57 @@ func (l *leakyBucket) state(now int64, queued int) (int, int64) {
 
 func (l *leakyBucket) project(now int64, q *waiter, n int) int64 {
 	return projectCopy(*l, now, q, n)
+}
+
+// TryAcquire takes n permits now or not at all; see Limiter. This is the
+// hot path of every server: the algorithm is called directly, not through
+// the algo interface, so the compiler can inline it.
+func (tb *TokenBucket) TryAcquire(n int) Decision {
+	if n <= 0 || n > tb.s.burst {
+		return tb.core.TryAcquire(n)
+	}
+	t := monoNow()
+	tb.mu.Lock()
+	if tb.closed || (tb.q != nil && tb.q.head != nil) {
+		tb.mu.Unlock()
+		return tb.core.TryAcquire(n)
+	}
+	now := tb.clock(t)
+	retry := tb.s.wait(now, n)
+	if retry == 0 {
+		tb.s.take(now, n)
+		tb.acquired += int64(n)
+	} else {
+		tb.rejected += int64(n)
+	}
+	rem, reset := tb.s.state(now, 0)
+	tb.mu.Unlock()
+	return Decision{Allowed: retry == 0, Limit: tb.s.burst, Remaining: rem,
+		ResetAfter: time.Duration(reset), RetryAfter: time.Duration(retry)}
+}
+
+// TryAcquire takes n permits now or not at all; see Limiter and
+// TokenBucket.TryAcquire.
+func (g *GCRA) TryAcquire(n int) Decision {
+	if n <= 0 || n > g.s.burst {
+		return g.core.TryAcquire(n)
+	}
+	t := monoNow()
+	g.mu.Lock()
+	if g.closed || (g.q != nil && g.q.head != nil) {
+		g.mu.Unlock()
+		return g.core.TryAcquire(n)
+	}
+	now := g.clock(t)
+	retry := g.s.wait(now, n)
+	if retry == 0 {
+		g.s.take(now, n)
+		g.acquired += int64(n)
+	} else {
+		g.rejected += int64(n)
+	}
+	rem, reset := g.s.state(now, 0)
+	g.mu.Unlock()
+	return Decision{Allowed: retry == 0, Limit: g.s.burst, Remaining: rem,
+		ResetAfter: time.Duration(reset), RetryAfter: time.Duration(retry)}
 }
