@@ -12,8 +12,6 @@ import (
 // now is the moment every test response arrives: 2024-01-02 15:00:00 UTC.
 var now = time.Date(2024, 1, 2, 15, 0, 0, 0, time.UTC)
 
-const nowUnix = 1704207600
-
 // hdr builds a header with canonical keys, one line per pair; a key given
 // twice becomes two field lines.
 func hdr(kv ...string) http.Header {

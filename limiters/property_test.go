@@ -94,7 +94,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 						}
 						time.Sleep(d.RetryAfter - 1)
 						require.False(t, l.TryAcquire(n).Allowed, "seed %d step %d: admitted a ns before RetryAfter %v", seed, i, d.RetryAfter)
-						time.Sleep(1)
+						time.Sleep(time.Nanosecond) // exactly RetryAfter
 						require.True(t, l.TryAcquire(n).Allowed, "seed %d step %d: not admitted after RetryAfter %v", seed, i, d.RetryAfter)
 					}
 				})
