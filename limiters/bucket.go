@@ -2,7 +2,6 @@ package limiters
 
 import (
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -15,11 +14,11 @@ func mustRate(r Rate, ctor string) {
 	}
 }
 
-// mustFit panics when burst intervals do not fit in int64 nanoseconds
-// (about 292 years): such a limiter could never be represented exactly.
+// mustFit panics when burst intervals span more than 2^61 ns (73 years):
+// such a limiter could not be represented exactly next to the clock.
 func mustFit(iv interval, burst int, ctor, name string) {
-	if int64(burst) > math.MaxInt64/(iv.ns+1) {
-		panic(fmt.Sprintf("limiters: %s: %s %d at this rate spans more than 292 years", ctor, name, burst))
+	if int64(burst) > (1<<61)/(iv.ns+1) {
+		panic(fmt.Sprintf("limiters: %s: %s %d at this rate spans more than 73 years", ctor, name, burst))
 	}
 }
 

@@ -110,7 +110,13 @@ func (d fine) ceil() int64 {
 // it follows the bubble's fake clock.
 var origin = time.Now()
 
-func monoNow() int64 { return int64(time.Since(origin)) }
+func monoNow() int64 { return int64(time.Since(origin)) + monoOffset }
+
+// monoOffset keeps monoNow far from zero and positive (inside a synctest
+// bubble time.Since(origin) can be negative), so that a zero timestamp —
+// the zero GCRAState — is always long past. It leaves 2^62 ns (146 years)
+// of headroom below MaxInt64, which mustFit respects.
+const monoOffset = 1 << 62
 
 // wallNow is nanoseconds since the Unix epoch, for the window algorithms,
 // whose windows every process must agree on.

@@ -1,0 +1,120 @@
+package limiters
+
+import "time"
+
+// GCRAParams and GCRAState are GCRA taken apart, for stores that keep many
+// keys: the configuration is shared, and each key's whole state is one
+// timestamp (16 bytes) that the store keeps wherever it likes — in a map
+// value, say — under its own lock. repository.NewGCRA is built on them.
+//
+// They make exactly the decisions a GCRA limiter with the same rate and
+// burst makes. Waiting is by reservation: Reserve takes the permits at the
+// time they will be due and says how long to wait for it, so waiters are
+// served in the order they reserved, and TryAcquire cannot overtake them.
+//
+// GCRAParams is immutable and safe for concurrent use; a GCRAState is not:
+// guard each with the lock that guards the store.
+type GCRAParams struct {
+	g gcra // tat unused
+}
+
+// GCRAState is one key's state: the theoretical arrival time of its next
+// request. The zero value is a full bucket.
+type GCRAState struct {
+	tat fine
+}
+
+// NewGCRAParams returns the configuration of a GCRA with rate r and burst.
+// It panics as NewGCRA does on a non-positive rate or burst.
+func NewGCRAParams(r Rate, burst int) *GCRAParams {
+	mustRate(r, "NewGCRAParams")
+	mustPositive(burst, "NewGCRAParams", "burst")
+	p := &GCRAParams{}
+	p.g.iv = newInterval(r)
+	mustFit(p.g.iv, burst, "NewGCRAParams", "burst")
+	p.g.burst = burst
+	p.g.tol = p.g.iv.times(burst)
+	return p
+}
+
+// Limit is the burst: the most permits one request may take.
+func (p *GCRAParams) Limit() int { return p.g.burst }
+
+// with runs f on a gcra that carries s's timestamp, and stores it back.
+func (p *GCRAParams) with(s *GCRAState, f func(g *gcra)) {
+	g := p.g
+	g.tat = s.tat
+	f(&g)
+	s.tat = g.tat
+}
+
+// TryAcquire takes n permits from s now or not at all, with the Decision a
+// GCRA limiter would return. n == 0 is a peek: Allowed when a permit is free.
+func (p *GCRAParams) TryAcquire(s *GCRAState, n int) Decision {
+	checkN(n)
+	g := p.g
+	g.tat = s.tat
+	now := monoNow()
+	var retry int64
+	allowed := false
+	switch {
+	case n > g.burst:
+	case n == 0:
+		retry = g.wait(now, 1)
+		allowed = retry == 0
+	default:
+		if retry = g.wait(now, n); retry == 0 {
+			g.take(now, n)
+			allowed = true
+		}
+	}
+	s.tat = g.tat
+	rem, reset := g.state(now, 0)
+	if allowed {
+		retry = 0
+	}
+	return Decision{Allowed: allowed, Limit: g.burst, Remaining: rem,
+		ResetAfter: time.Duration(reset), RetryAfter: time.Duration(retry)}
+}
+
+// Reserve takes n permits from s at the earliest time they can be granted
+// and returns how long until then (0: now). If that is longer than maxWait
+// (when maxWait ≥ 0), it takes nothing and returns a *RejectedError whose
+// RetryAfter is the wait; n larger than the burst gets ErrExceedsLimit. A
+// caller that gives up before its wait is over must Cancel.
+func (p *GCRAParams) Reserve(s *GCRAState, n int, maxWait time.Duration) (time.Duration, error) {
+	checkN(n)
+	if n > p.g.burst {
+		return 0, ErrExceedsLimit
+	}
+	g := p.g
+	g.tat = s.tat
+	now := monoNow()
+	d := g.wait(now, n)
+	if maxWait >= 0 && time.Duration(d) > maxWait {
+		return 0, &RejectedError{RetryAfter: time.Duration(d), Reason: "would wait past the context deadline"}
+	}
+	g.take(now+d, n)
+	s.tat = g.tat
+	return time.Duration(d), nil
+}
+
+// Cancel gives back n permits a Reserve took for a caller that gave up.
+// Reservations made after it keep their times (as x/time/rate's do); the
+// permits go to whoever asks next.
+func (p *GCRAParams) Cancel(s *GCRAState, n int) {
+	checkN(n)
+	p.with(s, func(g *gcra) { g.refund(0, n) })
+}
+
+// Full reports whether s is a full bucket, indistinguishable from the zero
+// GCRAState: a store may forget it without losing anything.
+func (p *GCRAParams) Full(s GCRAState) bool {
+	return s.tat.ceil() <= monoNow()
+}
+
+// Due is the earliest moment s is full again, as a duration from now (zero
+// if it already is). Stores use it to choose what to evict.
+func (p *GCRAParams) Due(s GCRAState) time.Duration {
+	return time.Duration(max(s.tat.ceil()-monoNow(), 0))
+}
