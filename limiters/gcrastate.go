@@ -118,3 +118,18 @@ func (p *GCRAParams) Full(s GCRAState) bool {
 func (p *GCRAParams) Due(s GCRAState) time.Duration {
 	return time.Duration(max(s.tat.ceil()-monoNow(), 0))
 }
+
+// Whole reports whether p's emission interval is a whole number of
+// nanoseconds (true for every rate whose period its count divides, such as
+// 10/s or 100/m). Then a GCRAState fits in an int64 without losing
+// anything: see Pack.
+func (p *GCRAParams) Whole() bool { return p.g.iv.den == 1 }
+
+// Pack returns s as one int64, for stores that keep 8 bytes per key. It is
+// exact when p.Whole(); otherwise it rounds the timestamp up to the next
+// nanosecond (the key then waits up to 1 ns longer). The zero GCRAState
+// packs to 0.
+func (p *GCRAParams) Pack(s GCRAState) int64 { return s.tat.ceil() }
+
+// Unpack is the inverse of Pack.
+func (p *GCRAParams) Unpack(v int64) GCRAState { return GCRAState{tat: fine{ns: v}} }

@@ -61,3 +61,18 @@ func TestGCRAStateReserve(t *testing.T) {
 		assert.True(t, p.Full(s))
 	})
 }
+
+func TestGCRAStatePacksIntoAnInt64(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := limiters.NewGCRAParams(limiters.PerSecond(10), 3)
+		require.True(t, p.Whole())
+		assert.False(t, limiters.NewGCRAParams(limiters.PerSecond(3), 3).Whole())
+		assert.Zero(t, p.Pack(limiters.GCRAState{}))
+		var s limiters.GCRAState
+		p.TryAcquire(&s, 2)
+		v := p.Pack(s)
+		u := p.Unpack(v)
+		assert.Equal(t, s, u)
+		assert.Equal(t, p.TryAcquire(&s, 1), p.TryAcquire(&u, 1))
+	})
+}

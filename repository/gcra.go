@@ -32,6 +32,7 @@ import (
 // has no counterpart here, and there is nothing to Release.
 type GCRA struct {
 	p      *limiters.GCRAParams
+	whole  bool // states are kept packed in m8
 	seed   maphash.Seed
 	shards []gcraShard
 	perCap int // keys per shard; 0: unbounded
@@ -39,10 +40,14 @@ type GCRA struct {
 	done   chan struct{}
 }
 
+// gcraShard holds its keys' states in m8, packed into 8 bytes, when the
+// rate's interval is a whole number of nanoseconds, and in m16 otherwise.
 type gcraShard struct {
-	mu sync.Mutex
-	m  map[string]limiters.GCRAState
-	_  [40]byte // keep shards on separate cache lines
+	mu  sync.Mutex
+	m8  map[string]int64
+	m16 map[string]limiters.GCRAState
+	new uint32   // keys added, to sweep every sweepEvery-th time
+	_   [36]byte // keep shards on separate cache lines
 }
 
 var _ Repository = (*GCRA)(nil)
@@ -64,11 +69,68 @@ func NewGCRA(r limiters.Rate, burst int, opts ...Option) *GCRA {
 		n = min(max(c.maxKeys/16, 1), gcraShards)
 		g.perCap = c.maxKeys / n
 	}
+	g.whole = g.p.Whole()
 	g.shards = make([]gcraShard, n)
 	for i := range g.shards {
-		g.shards[i].m = make(map[string]limiters.GCRAState)
+		if g.whole {
+			g.shards[i].m8 = make(map[string]int64)
+		} else {
+			g.shards[i].m16 = make(map[string]limiters.GCRAState)
+		}
 	}
 	return g
+}
+
+// get, put, del, size and each are the shard's map operations, whichever
+// map it uses. s.mu must be held.
+func (g *GCRA) get(s *gcraShard, key string) (limiters.GCRAState, bool) {
+	if g.whole {
+		v, ok := s.m8[key]
+		return g.p.Unpack(v), ok
+	}
+	st, ok := s.m16[key]
+	return st, ok
+}
+
+func (g *GCRA) put(s *gcraShard, key string, st limiters.GCRAState) {
+	if g.whole {
+		s.m8[key] = g.p.Pack(st)
+		return
+	}
+	s.m16[key] = st
+}
+
+func (g *GCRA) del(s *gcraShard, key string) {
+	if g.whole {
+		delete(s.m8, key)
+		return
+	}
+	delete(s.m16, key)
+}
+
+func (g *GCRA) size(s *gcraShard) int {
+	if g.whole {
+		return len(s.m8)
+	}
+	return len(s.m16)
+}
+
+// each calls f for up to k entries, from wherever Go's map iteration starts
+// (a random place), until f returns false.
+func (g *GCRA) each(s *gcraShard, k int, f func(key string, st limiters.GCRAState) bool) {
+	if g.whole {
+		for key, v := range s.m8 {
+			if k--; !f(key, g.p.Unpack(v)) || k == 0 {
+				return
+			}
+		}
+		return
+	}
+	for key, st := range s.m16 {
+		if k--; !f(key, st) || k == 0 {
+			return
+		}
+	}
 }
 
 func (g *GCRA) shard(key string) *gcraShard {
@@ -96,7 +158,7 @@ func (g *GCRA) TryAcquire(ctx context.Context, key string, n int) (limiters.Deci
 	}
 	s := g.shard(key)
 	s.mu.Lock()
-	st, ok := s.m[key]
+	st, ok := g.get(s, key)
 	d := g.p.TryAcquire(&st, n)
 	if d.Allowed && n > 0 {
 		g.store(s, key, st, ok)
@@ -120,7 +182,7 @@ func (g *GCRA) Acquire(ctx context.Context, key string, n int) error {
 	}
 	s := g.shard(key)
 	s.mu.Lock()
-	st, ok := s.m[key]
+	st, ok := g.get(s, key)
 	wait, err := g.p.Reserve(&st, n, maxWait)
 	if err == nil && n > 0 {
 		g.store(s, key, st, ok)
@@ -146,43 +208,47 @@ func (g *GCRA) Acquire(ctx context.Context, key string, n int) error {
 func (g *GCRA) cancel(s *gcraShard, key string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, ok := s.m[key]
+	st, ok := g.get(s, key)
 	if !ok {
 		return // forgotten or evicted meanwhile: nothing to give back to
 	}
 	g.p.Cancel(&st, n)
 	if g.p.Full(st) {
-		delete(s.m, key)
+		g.del(s, key)
 		return
 	}
-	s.m[key] = st
+	g.put(s, key, st)
 }
 
 // store writes key's state, adding the key if it is new. s.mu must be held.
 func (g *GCRA) store(s *gcraShard, key string, st limiters.GCRAState, exists bool) {
 	if exists {
-		s.m[key] = st
+		g.put(s, key, st)
 		return
 	}
-	g.sweep(s, 2)
-	if g.perCap > 0 && len(s.m) >= g.perCap {
+	if s.new++; s.new%sweepEvery == 0 {
+		g.sweep(s, 2*sweepEvery) // two entries per new key, amortized
+	}
+	if g.perCap > 0 && g.size(s) >= g.perCap {
 		g.evict(s)
 	}
 	// Copy the key: it may point into a request's buffer.
-	s.m[string([]byte(key))] = st
+	g.put(s, string([]byte(key)), st)
 }
 
-// sweep forgets up to k full keys among the first k the map yields (Go
-// starts every iteration at a random place). s.mu must be held.
+// sweepEvery is how many new keys a shard adds between sweeps: starting a
+// map iteration costs more than looking at a few more entries.
+const sweepEvery = 8
+
+// sweep forgets the full keys among the first k the map yields (Go starts
+// every iteration at a random place). s.mu must be held.
 func (g *GCRA) sweep(s *gcraShard, k int) {
-	for key, st := range s.m {
+	g.each(s, k, func(key string, st limiters.GCRAState) bool {
 		if g.p.Full(st) {
-			delete(s.m, key)
+			g.del(s, key)
 		}
-		if k--; k == 0 {
-			return
-		}
-	}
+		return true
+	})
 }
 
 // evict removes the key closest to full among up to 8 sampled. s.mu must
@@ -190,19 +256,15 @@ func (g *GCRA) sweep(s *gcraShard, k int) {
 func (g *GCRA) evict(s *gcraShard) {
 	var victim string
 	best := time.Duration(-1)
-	k := 8
-	for key, st := range s.m {
+	g.each(s, 8, func(key string, st limiters.GCRAState) bool {
 		if d := g.p.Due(st); best < 0 || d < best {
 			victim, best = key, d
-			if d == 0 {
-				break
-			}
 		}
-		if k--; k == 0 {
-			break
-		}
+		return best != 0
+	})
+	if best >= 0 {
+		g.del(s, victim)
 	}
-	delete(s.m, victim)
 }
 
 // Release does nothing: token buckets hold no permits.
@@ -214,7 +276,7 @@ func (g *GCRA) Len() int {
 	for i := range g.shards {
 		s := &g.shards[i]
 		s.mu.Lock()
-		n += len(s.m)
+		n += g.size(s)
 		s.mu.Unlock()
 	}
 	return n
