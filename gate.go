@@ -43,6 +43,9 @@ type gate struct {
 	learned     time.Duration // pacing learned from 429s that came without quota headers
 	resumedAt   time.Time     // when the last pause ended
 	okSince     int           // successful responses since resumedAt
+	wsReset     time.Time     // the whole-second reset the current pause waits for
+	phase       time.Duration // how long after its whole-second resets this server's really come
+	steps       int           // probes refused since wsReset passed
 }
 
 type gwaiter struct {
@@ -56,8 +59,9 @@ type gwaiter struct {
 // place in the order of admissions.
 type ticket struct {
 	probe bool
-	ver   int64 // g.ver when the request was let through
-	pause int64 // g.pauses when the request was let through
+	ver   int64     // g.ver when the request was let through
+	pause int64     // g.pauses when the request was let through
+	at    time.Time // when a probe was let through (zero for others)
 }
 
 const (
@@ -118,6 +122,9 @@ func low(avail, limit int64) bool {
 func (g *gate) sent(now time.Time) ticket {
 	g.inflight++
 	tk := ticket{probe: g.probe, ver: g.ver, pause: g.pauses}
+	if g.probe {
+		tk.at = now
+	}
 	if g.resumedAt.IsZero() {
 		g.resumedAt = now // the first cycle starts with the first request
 	}
@@ -395,12 +402,18 @@ func (g *gate) learn(tk ticket, status int, info headers.Info, now time.Time) ti
 	if status < 400 {
 		g.backoff = 0
 		g.okSince++
+		if tk.probe && !g.wsReset.IsZero() {
+			// The first request through after a whole-second reset: the
+			// server's reset had come by the time this one was sent.
+			g.phase = min(max(tk.at.Sub(g.wsReset), 0), time.Second-time.Millisecond)
+			g.wsReset, g.steps = time.Time{}, 0
+		}
 	}
 	q, ok := tightest(info)
 	if !ok {
 		return time.Time{}
 	}
-	reset := effectiveReset(q, now)
+	reset := g.resetFor(q, now)
 	if q.Remaining == 0 {
 		if reset.IsZero() {
 			return time.Time{}
@@ -444,7 +457,7 @@ func (g *gate) learn(tk ticket, status int, info headers.Info, now time.Time) ti
 // avail is how many more requests the quota allows now. g.mu must be held.
 func (g *gate) avail() int64 { return g.rmin - int64(g.inflight) }
 
-// delay is Info.Delay with the sloppy-server rules of effectiveReset.
+// delay is Info.Delay with the sloppy-server rules of resetFor.
 func (g *gate) delay(info headers.Info, now time.Time) time.Duration {
 	var d time.Duration
 	if info.HasRetryAfter {
@@ -452,7 +465,7 @@ func (g *gate) delay(info headers.Info, now time.Time) time.Duration {
 	}
 	for _, q := range info.Quotas {
 		if q.Remaining == 0 {
-			if r := effectiveReset(q, now); !r.IsZero() {
+			if r := g.resetFor(q, now); !r.IsZero() {
 				d = max(d, r.Sub(now))
 			}
 		}
@@ -476,19 +489,43 @@ func tightest(info headers.Info) (headers.Quota, bool) {
 	return best, found
 }
 
-// effectiveReset corrects the reset of sloppy servers. A reset on a whole
-// second that has already passed is taken as the end of that second (servers
-// round resets down); any other reset that has passed while nothing remains
-// means "not yet", not "no information".
-func effectiveReset(q headers.Quota, now time.Time) time.Time {
+// firstStep is the first wait before probing again after a whole-second
+// reset has passed while nothing remains; each refusal doubles it.
+const firstStep = 25 * time.Millisecond
+
+// resetFor is when a quota's reset really comes, allowing for sloppy
+// servers. Servers write resets in whole seconds, rounded down, so a whole
+// second R means a moment in [R, R+1s): before R the gate waits until R
+// plus the phase it has learned for this server (how far past the whole
+// second its resets fall: 0 for windows on the clock, up to a second for
+// windows that start at a client's first request); once R has passed while
+// nothing remains, it probes again after 25 ms, 50 ms, 100 ms, … up to
+// R+1s, and the probe that gets through teaches it the phase. Any other
+// reset that has passed while nothing remains means "not yet", not "no
+// information". g.mu must be held (Backoff uses a zero gate of its own).
+func (g *gate) resetFor(q headers.Quota, now time.Time) time.Time {
 	r := q.Reset
-	if r.IsZero() || r.After(now) {
+	if r.IsZero() {
 		return r
 	}
 	if r.Nanosecond() == 0 {
-		if end := r.Add(time.Second); end.After(now) {
-			return end
+		end := r.Add(time.Second)
+		switch {
+		case r.After(now):
+			if q.Remaining == 0 {
+				g.wsReset = r
+			}
+			return r.Add(g.phase)
+		case end.After(now) && q.Remaining == 0:
+			if !r.Equal(g.wsReset) {
+				g.wsReset, g.steps = r, 0
+			}
+			step := firstStep << min(g.steps, 6)
+			g.steps++
+			return minTime(now.Add(step), end)
 		}
+	} else if r.After(now) {
+		return r
 	}
 	if q.Remaining == 0 {
 		return now.Add(notYet)

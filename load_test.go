@@ -71,22 +71,26 @@ func TestTransportAgainstServers(t *testing.T) {
 		api      func() *api
 		max429   int // a server that says nothing until it refuses costs one 429 per request in flight, once
 		maxRatio float64
+		jitter   bool
 	}{
-		{"github fixed window", func() *api { return githubAPI(limit, window, false) }, 2, 1.25},
-		{"github window from first request", func() *api { return githubAPI(limit, window, true) }, 2, 1.25},
-		{"ietf token bucket", func() *api { return ietfAPI(limiters.PerSecond(limit), limit) }, 2, 1.25},
-		{"sliding log one slot at a time", func() *api { return slidingLogAPI(limit, window) }, 2, 1.25},
-		{"retry-after only", func() *api { return retryAfterAPI(limit, window, false, 0, false) }, workers + 2, 1.25},
-		{"retry-after only, window from first request", func() *api { return retryAfterAPI(limit, window, true, 0, false) }, workers + 2, 1.25},
-		{"retry-after as UTC http-date", func() *api { return retryAfterAPI(limit, window, false, 0, true) }, workers + 2, 1.25},
-		{"constant retry-after equal to window", func() *api { return retryAfterAPI(limit, window, true, window, false) }, workers + 2, 1.25},
-		{"bare 429", func() *api { return silentAPI(limit, window) }, workers + 2, 1.25},
+		{"github fixed window", func() *api { return githubAPI(limit, window, false) }, 2, 1.25, false},
+		{"github window from first request", func() *api { return githubAPI(limit, window, true) }, 2, 1.25, false},
+		// Windows that start at the first request, resets rounded down, and
+		// a latency that varies: the reset's sub-second phase must be learnt.
+		{"github window from first request, jittered latency", func() *api { return githubAPI(limit, window, true) }, 10, 1.25, true},
+		{"ietf token bucket", func() *api { return ietfAPI(limiters.PerSecond(limit), limit) }, 2, 1.25, false},
+		{"sliding log one slot at a time", func() *api { return slidingLogAPI(limit, window) }, 2, 1.25, false},
+		{"retry-after only", func() *api { return retryAfterAPI(limit, window, false, 0, false) }, workers + 2, 1.25, false},
+		{"retry-after only, window from first request", func() *api { return retryAfterAPI(limit, window, true, 0, false) }, workers + 2, 1.25, false},
+		{"retry-after as UTC http-date", func() *api { return retryAfterAPI(limit, window, false, 0, true) }, workers + 2, 1.25, false},
+		{"constant retry-after equal to window", func() *api { return retryAfterAPI(limit, window, true, window, false) }, workers + 2, 1.25, false},
+		{"bare 429", func() *api { return silentAPI(limit, window) }, workers + 2, 1.25, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				a := tc.api()
-				tr := NewTransport(handlerTransport{h: a, latency: 5 * time.Millisecond})
+				tr := NewTransport(handlerTransport{h: a, latency: 5 * time.Millisecond, jitter: tc.jitter})
 				defer tr.Close()
 				elapsed := drive(t, tr, workers, total)
 				ok, limited := a.counts()

@@ -3,6 +3,7 @@ package throttle
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,13 +19,16 @@ import (
 type handlerTransport struct {
 	h       http.Handler
 	latency time.Duration // one-way, slept (fake time) before and after
+	jitter  bool          // the way there takes a random 0–2× latency instead
 }
 
 func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := req.Context().Err(); err != nil {
 		return nil, err
 	}
-	if t.latency > 0 {
+	if t.jitter {
+		time.Sleep(time.Duration(rand.Int64N(int64(2*t.latency) + 1)))
+	} else if t.latency > 0 {
 		time.Sleep(t.latency)
 	}
 	rec := httptest.NewRecorder()
