@@ -491,7 +491,7 @@ func tightest(info headers.Info) (headers.Quota, bool) {
 
 // firstStep is the first wait before probing again after a whole-second
 // reset has passed while nothing remains; each refusal doubles it.
-const firstStep = 25 * time.Millisecond
+const firstStep = 100 * time.Millisecond
 
 // resetFor is when a quota's reset really comes, allowing for sloppy
 // servers. Servers write resets in whole seconds, rounded down, so a whole
@@ -499,7 +499,7 @@ const firstStep = 25 * time.Millisecond
 // plus the phase it has learned for this server (how far past the whole
 // second its resets fall: 0 for windows on the clock, up to a second for
 // windows that start at a client's first request); once R has passed while
-// nothing remains, it probes again after 25 ms, 50 ms, 100 ms, … up to
+// nothing remains, it probes again after 100 ms, 200 ms, 400 ms, … up to
 // R+1s, and the probe that gets through teaches it the phase. Any other
 // reset that has passed while nothing remains means "not yet", not "no
 // information". g.mu must be held (Backoff uses a zero gate of its own).
