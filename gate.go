@@ -399,17 +399,23 @@ func (g *gate) learn(tk ticket, status int, info headers.Info, now time.Time) ti
 		g.pauseUntil(until)
 		return g.pausedUntil
 	}
+	q, ok := tightest(info)
 	if status < 400 {
 		g.backoff = 0
 		g.okSince++
 		if tk.probe && !g.wsReset.IsZero() {
-			// The first request through after a whole-second reset: the
-			// server's reset had come by the time this one was sent.
-			g.phase = min(max(tk.at.Sub(g.wsReset), 0), time.Second-time.Millisecond)
+			if ok && q.Reset.After(g.wsReset) {
+				// The first request through after a whole-second reset,
+				// and it opened a new window: the server's reset had come
+				// by the time it was sent. Next time, send one round trip
+				// later than that: latency varies, and a window that
+				// starts when a request arrives ends later by as much as
+				// that request's way there took.
+				g.phase = min(max(tk.at.Sub(g.wsReset)+now.Sub(tk.at), 0), time.Second-time.Millisecond)
+			}
 			g.wsReset, g.steps = time.Time{}, 0
 		}
 	}
-	q, ok := tightest(info)
 	if !ok {
 		return time.Time{}
 	}
@@ -491,7 +497,7 @@ func tightest(info headers.Info) (headers.Quota, bool) {
 
 // firstStep is the first wait before probing again after a whole-second
 // reset has passed while nothing remains; each refusal doubles it.
-const firstStep = 100 * time.Millisecond
+const firstStep = 50 * time.Millisecond
 
 // resetFor is when a quota's reset really comes, allowing for sloppy
 // servers. Servers write resets in whole seconds, rounded down, so a whole
@@ -499,7 +505,7 @@ const firstStep = 100 * time.Millisecond
 // plus the phase it has learned for this server (how far past the whole
 // second its resets fall: 0 for windows on the clock, up to a second for
 // windows that start at a client's first request); once R has passed while
-// nothing remains, it probes again after 100 ms, 200 ms, 400 ms, … up to
+// nothing remains, it probes again after 50 ms, 100 ms, 200 ms, … up to
 // R+1s, and the probe that gets through teaches it the phase. Any other
 // reset that has passed while nothing remains means "not yet", not "no
 // information". g.mu must be held (Backoff uses a zero gate of its own).
@@ -519,6 +525,9 @@ func (g *gate) resetFor(q headers.Quota, now time.Time) time.Time {
 		case end.After(now) && q.Remaining == 0:
 			if !r.Equal(g.wsReset) {
 				g.wsReset, g.steps = r, 0
+				if t := r.Add(g.phase); g.phase > 0 && t.After(now) {
+					return t // the phase we learnt says when
+				}
 			}
 			step := firstStep << min(g.steps, 6)
 			g.steps++
