@@ -38,14 +38,17 @@
 //     use them), and when a quota runs low (a tenth of its limit) the
 //     remaining requests are spread evenly until its reset.
 //   - Servers are sloppy, and the Transport allows for it: HTTP dates with
-//     "UTC" for "GMT", resets rounded down to the second (a whole-second
-//     reset that has passed is taken as the end of that second, and a reset
-//     that has passed while nothing remains means "not yet"), windows that
-//     start at a client's first request, sliding windows that free one slot
-//     at a time, 429s with no Retry-After (exponential backoff from 1s), and
-//     servers that say nothing until they refuse (the Transport learns a pace
-//     from how many requests they took between refusals; the first refusal
-//     costs one 429 per request already in flight).
+//     "UTC" for "GMT"; resets rounded down to the second (a whole-second
+//     reset R is taken as a moment in [R, R+1s): the Transport learns each
+//     server's sub-second phase from the first probe that opens a new
+//     window, and after a refused probe tries again in growing steps from
+//     50 ms rather than losing the second); a reset that has passed while
+//     nothing remains means "not yet", not "no information"; windows that
+//     start at a client's first request; sliding windows that free one slot
+//     at a time; 429s with no Retry-After (exponential backoff from 1s); and
+//     servers that say nothing until they refuse (the Transport learns a
+//     pace from how many requests they took between refusals; the first
+//     refusal costs one 429 per request already in flight).
 //   - No pause exceeds WithMaxPause (default 15 minutes), so a hostile
 //     Retry-After cannot freeze a client.
 //
