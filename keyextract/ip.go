@@ -1,6 +1,7 @@
 package keyextract
 
 import (
+	"net/http"
 	"net/netip"
 	"strings"
 )
@@ -43,14 +44,32 @@ const ipv6Bits = 64
 // Without trusted prefixes the headers are never read, so no client can
 // choose its own key. With them, make sure the trusted proxies maintain the
 // header that is read: a proxy that appends to X-Forwarded-For must remove a
-// Forwarded header sent by the client, or the client chooses the key.
+// Forwarded header sent by the client, or the client chooses the key. When
+// you know which header your proxies maintain, say so with IPFrom.
 //
 // ok is false only when no address can be determined at all: RemoteAddr is
 // empty or is not an IP address (a Unix socket, say). IP panics if a prefix is
 // not valid. Keys from an IPv4 peer whose address is already canonical cost
 // no allocation; other keys cost one.
 func IP(trusted ...netip.Prefix) Extractor {
-	e := ipExtractor{}
+	return newIP("", trusted)
+}
+
+// IPFrom is IP reading only the named forwarding header — "Forwarded",
+// "X-Forwarded-For" or "X-Real-IP" (in any case) — the one your trusted
+// proxies maintain, so that a client cannot choose its key by sending one
+// of the others. Without the header, a trusted peer is itself the client.
+// IPFrom panics on any other header name or an invalid prefix.
+func IPFrom(header string, trusted ...netip.Prefix) Extractor {
+	switch h := http.CanonicalHeaderKey(header); h {
+	case headerForwarded, headerXForwardedFor, headerXRealIP:
+		return newIP(h, trusted)
+	}
+	panic("keyextract: IPFrom: not a forwarding header: " + header)
+}
+
+func newIP(only string, trusted []netip.Prefix) Extractor {
+	e := ipExtractor{only: only}
 	for _, p := range trusted {
 		if !p.IsValid() {
 			panic("keyextract: IP: invalid trusted prefix " + p.String())
@@ -66,6 +85,7 @@ func IP(trusted ...netip.Prefix) Extractor {
 
 type ipExtractor struct {
 	trusted []netip.Prefix
+	only    string // the one header to read (IPFrom), or "" for the first present
 }
 
 func (e ipExtractor) isTrusted(a netip.Addr) bool {
@@ -95,8 +115,12 @@ func (e ipExtractor) Extract(r Request) (string, bool) {
 	}
 	client := peer
 	switch {
-	case e.walk(r, headerForwarded, lastForwardedHop, &client):
-	case e.walk(r, headerXForwardedFor, lastXFFHop, &client):
+	case e.only == headerForwarded:
+		e.walk(r, headerForwarded, lastForwardedHop, &client)
+	case e.only == headerXForwardedFor:
+		e.walk(r, headerXForwardedFor, lastXFFHop, &client)
+	case e.only == "" && e.walk(r, headerForwarded, lastForwardedHop, &client):
+	case e.only == "" && e.walk(r, headerXForwardedFor, lastXFFHop, &client):
 	default:
 		var buf [1]string
 		if lines := headerLines(r, headerXRealIP, &buf); len(lines) == 1 {
