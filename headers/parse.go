@@ -106,11 +106,11 @@ func classify(k string) (kind, family, string) {
 	switch k[0] | 0x20 {
 	case 'r':
 		switch {
-		case strings.EqualFold(k, "Retry-After"):
+		case equalFold(k, "Retry-After"):
 			return kindRetryAfter, 0, ""
-		case strings.EqualFold(k, "Retry-After-Ms"):
+		case equalFold(k, "Retry-After-Ms"):
 			return kindRetryAfterMs, 0, ""
-		case strings.EqualFold(k, "RateLimit"):
+		case equalFold(k, "RateLimit"):
 			return kindRateLimit, 0, ""
 		case hasPrefixFold(k, "RateLimit-"):
 			return draftField(k[len("RateLimit-"):]), 0, ""
@@ -121,11 +121,11 @@ func classify(k string) (kind, family, string) {
 			return xField(k[len("X-RateLimit-"):])
 		case hasPrefixFold(k, "X-Rate-Limit-"):
 			return xField(k[len("X-Rate-Limit-"):])
-		case strings.EqualFold(k, "X-Ms-Retry-After-Ms"):
+		case equalFold(k, "X-Ms-Retry-After-Ms"):
 			return kindRetryAfterMs, 0, ""
 		case hasPrefixFold(k, "X-Ms-RateLimit-Remaining-") && len(k) > len("X-Ms-RateLimit-Remaining-"):
 			return kindNamedRemaining, famAzure, k[len("X-Ms-RateLimit-Remaining-"):]
-		case strings.EqualFold(k, "X-Shopify-Shop-Api-Call-Limit"):
+		case equalFold(k, "X-Shopify-Shop-Api-Call-Limit"):
 			return kindShopify, 0, ""
 		}
 	case 'a':
@@ -137,11 +137,11 @@ func classify(k string) (kind, family, string) {
 			}
 			name, field := rest[:i], rest[i+1:]
 			switch {
-			case strings.EqualFold(field, "limit"):
+			case equalFold(field, "limit"):
 				return kindNamedLimit, famAnthropic, name
-			case strings.EqualFold(field, "remaining"):
+			case equalFold(field, "remaining"):
 				return kindNamedRemaining, famAnthropic, name
-			case strings.EqualFold(field, "reset"):
+			case equalFold(field, "reset"):
 				return kindNamedReset, famAnthropic, name
 			}
 		}
@@ -152,19 +152,19 @@ func classify(k string) (kind, family, string) {
 // draftField classifies the part of a RateLimit-* name after the dash.
 func draftField(s string) kind {
 	switch {
-	case strings.EqualFold(s, "Policy"):
+	case equalFold(s, "Policy"):
 		return kindPolicy
-	case strings.EqualFold(s, "Limit"):
+	case equalFold(s, "Limit"):
 		return kindDraftLimit
-	case strings.EqualFold(s, "Remaining"):
+	case equalFold(s, "Remaining"):
 		return kindDraftRemaining
-	case strings.EqualFold(s, "Reset"):
+	case equalFold(s, "Reset"):
 		return kindDraftReset
-	case strings.EqualFold(s, "ResetTime"):
+	case equalFold(s, "ResetTime"):
 		return kindDraftResetTime
-	case strings.EqualFold(s, "Observed"):
+	case equalFold(s, "Observed"):
 		return kindDraftObserved
-	case strings.EqualFold(s, "Name"):
+	case equalFold(s, "Name"):
 		return kindDraftName
 	}
 	return kindNone
@@ -173,25 +173,25 @@ func draftField(s string) kind {
 // xField classifies the part of an X-RateLimit-* name after the prefix.
 func xField(s string) (kind, family, string) {
 	switch {
-	case strings.EqualFold(s, "Limit"):
+	case equalFold(s, "Limit"):
 		return kindXLimit, 0, ""
-	case strings.EqualFold(s, "Remaining"):
+	case equalFold(s, "Remaining"):
 		return kindXRemaining, 0, ""
-	case strings.EqualFold(s, "Reset"):
+	case equalFold(s, "Reset"):
 		return kindXReset, 0, ""
-	case strings.EqualFold(s, "Reset-After"):
+	case equalFold(s, "Reset-After"):
 		return kindXResetAfter, 0, ""
-	case strings.EqualFold(s, "Used"):
+	case equalFold(s, "Used"):
 		return kindXUsed, 0, ""
-	case strings.EqualFold(s, "Resource"):
+	case equalFold(s, "Resource"):
 		return kindXResource, 0, ""
-	case strings.EqualFold(s, "Bucket"):
+	case equalFold(s, "Bucket"):
 		return kindXBucket, 0, ""
-	case strings.EqualFold(s, "Scope"):
+	case equalFold(s, "Scope"):
 		return kindXScope, 0, ""
-	case strings.EqualFold(s, "Interval-Seconds"):
+	case equalFold(s, "Interval-Seconds"):
 		return kindXInterval, 0, ""
-	case strings.EqualFold(s, "FillRate"):
+	case equalFold(s, "FillRate"):
 		return kindXFillRate, 0, ""
 	}
 	for _, p := range [...]struct {
@@ -254,7 +254,7 @@ var commonNames = [...]string{
 // common names.
 func lowerName(name string) string {
 	for _, c := range commonNames {
-		if strings.EqualFold(name, c) {
+		if equalFold(name, c) {
 			return c
 		}
 	}
@@ -264,7 +264,7 @@ func lowerName(name string) string {
 // addNamed records one named field in nd and returns nd.
 func addNamed(nd []named, fam family, name string, idx int, key string, vals []string) []named {
 	for i := range nd {
-		if nd[i].fam == fam && strings.EqualFold(nd[i].name, name) {
+		if nd[i].fam == fam && equalFold(nd[i].name, name) {
 			nd[i].fields[idx].add(key, vals)
 			return nd
 		}
@@ -386,10 +386,10 @@ func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
 		return qs
 	}
 	var (
-		limBuf                                  [8]string
-		remBuf, rstBuf, raBuf, rtBuf, usedBuf   [8]string
-		nameBuf, ivBuf, frBuf, polBuf           [8]string
-		limits                                  [8]limitMember
+		limBuf                                  [2]string
+		remBuf, rstBuf, raBuf, rtBuf, usedBuf   [2]string
+		nameBuf, ivBuf, frBuf, polBuf           [2]string
+		limits                                  [2]limitMember
 		lim, rem, rst, ra, rt, used, nm, iv, fr []string
 	)
 	lim = splitList(limBuf[:0], p.limit)
