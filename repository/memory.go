@@ -112,7 +112,30 @@ func (m *Memory) TryAcquire(ctx context.Context, key string, n int) (limiters.De
 	if err := ctx.Err(); err != nil {
 		return limiters.Decision{}, err
 	}
-	e, err := m.pin(key, true)
+	// An existing key: decide under the shard's lock, which keeps the entry
+	// from being evicted meanwhile without pinning it (a limiter's
+	// TryAcquire never waits and never calls back into the repository).
+	h := maphash.String(m.seed, key)
+	s := &m.shards[m.shardOf(h)]
+	now := m.now()
+	s.mu.Lock()
+	if m.closed.Load() {
+		s.mu.Unlock()
+		return limiters.Decision{}, limiters.ErrClosed
+	}
+	if e := s.find(h, key); e != nil {
+		s.moveToFront(e)
+		e.used = now
+		d := e.lim.TryAcquire(n)
+		if m.idle > 0 {
+			m.sweep(s, now, 1)
+		}
+		s.mu.Unlock()
+		return d, nil
+	}
+	s.mu.Unlock()
+
+	e, err := m.insert(h, key)
 	if err != nil {
 		return limiters.Decision{}, err
 	}
