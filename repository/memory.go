@@ -72,6 +72,9 @@ const (
 // with factory, on the key's first use. factory is called with no lock held
 // and may be called more than once for a key that two goroutines create at
 // once (the loser's limiter is closed and dropped); it must not return nil.
+// An existing key's TryAcquire is decided with its shard's lock held, so the
+// limiters' TryAcquire must not call back into the repository (this
+// package's limiters never do).
 func NewMemory(factory func(key string) limiters.Limiter, opts ...Option) *Memory {
 	if factory == nil {
 		panic("repository: NewMemory: nil factory")
