@@ -552,8 +552,8 @@ func minTime(a, b time.Time) time.Time {
 // neutral reports whether the gate holds nothing worth remembering.
 // g.mu must be held.
 func (g *gate) neutral(now time.Time) bool {
-	return g.head == nil && g.inflight == 0 && !g.quota && !g.probe && !g.probing &&
-		!g.pausedUntil.After(now) && g.learned == 0 && g.backoff == 0
+	return g.head == nil && g.inflight == 0 && (!g.quota || !now.Before(g.reset)) && !g.probing &&
+		!g.pausedUntil.After(now) && g.learned == 0 && g.phase == 0
 }
 
 func (g *gate) close() {

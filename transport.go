@@ -35,9 +35,10 @@ type Transport struct {
 	observer func(Event)
 	holds    bool // the limiter may hold permits until the body is done
 
-	mu     sync.RWMutex
-	gates  map[string]*gate
-	closed atomic.Bool
+	mu      sync.RWMutex
+	gates   map[string]*gate
+	sweepAt int // sweep the gates when there are this many
+	closed  atomic.Bool
 }
 
 // Option configures a Transport.
@@ -167,8 +168,11 @@ func (t *Transport) gate(key string) *gate {
 	if g = t.gates[key]; g != nil {
 		return g
 	}
-	if len(t.gates) >= maxIdleGates {
+	if len(t.gates) >= max(t.sweepAt, maxIdleGates) {
 		t.sweepLocked()
+		// Amortized: what survives a sweep is not swept again until the
+		// map has doubled.
+		t.sweepAt = 2 * len(t.gates)
 	}
 	g = &gate{t: t, key: key}
 	t.gates[key] = g

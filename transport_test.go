@@ -582,3 +582,31 @@ func TestLowQuotaIsSpreadUntilReset(t *testing.T) {
 		assert.Less(t, sent[5], 60*time.Second)
 	})
 }
+
+// TestPartitionsAreForgotten: a client calling many hosts does not keep a
+// gate for each forever; what the servers said nothing lasting about is
+// swept, and the sweep is amortized.
+func TestPartitionsAreForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-RateLimit-Limit", "100")
+			w.Header().Set("X-RateLimit-Remaining", "99")
+			w.Header().Set("X-RateLimit-Reset", "60") // a minute from now
+		})
+		tr := NewTransport(handlerTransport{h: h})
+		defer tr.Close()
+		for i := range 5000 {
+			if i == 2500 {
+				time.Sleep(2 * time.Minute) // every quota so far is stale
+			}
+			resp, err := tr.RoundTrip(mustReq(t, "http://host"+strconv.Itoa(i)+".test/", nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		tr.mu.RLock()
+		n := len(tr.gates)
+		tr.mu.RUnlock()
+		assert.Less(t, n, 5000, "stale partitions were forgotten")
+		assert.GreaterOrEqual(t, n, 2500-maxIdleGates, "live quotas are kept")
+	})
+}
