@@ -101,5 +101,7 @@ func (c *Concurrency) Release(n int) {
 	}
 	p := c.cfg.parent
 	c.mu.Unlock()
-	p.wake()
+	if p != nil {
+		p.wake()
+	}
 }
