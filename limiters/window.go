@@ -40,8 +40,10 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) *FixedWindo
 func (f *fixedWindow) now() int64 { return wallNow() }
 func (f *fixedWindow) limit() int { return f.lim }
 
+// roll moves to now's window. It never moves back: a grant dated a little
+// in the past (a late waker's due time) counts in the current window.
 func (f *fixedWindow) roll(now int64) {
-	if w := floorDiv(now, f.win) * f.win; w != f.start {
+	if w := floorDiv(now, f.win) * f.win; w > f.start {
 		f.start, f.count = w, 0
 	}
 }
@@ -119,7 +121,7 @@ func (s *slidingWindow) limit() int { return s.lim }
 func (s *slidingWindow) roll(now int64) {
 	w := floorDiv(now, s.win) * s.win
 	switch {
-	case w == s.start:
+	case w <= s.start: // never back: see fixedWindow.roll
 	case w == s.start+s.win:
 		s.start, s.prev, s.curr = w, s.curr, 0
 	default:
@@ -269,7 +271,9 @@ func (l *slidingLog) wait(now int64, n int) int64 {
 func (l *slidingLog) take(now int64, n int) {
 	l.expire(now)
 	if l.count > 0 {
-		if last := l.at(l.count - 1); last.at == now {
+		last := l.at(l.count - 1)
+		now = max(now, last.at) // the log stays in order, even for a grant dated in the past
+		if last.at == now {
 			last.n += n
 			l.total += n
 			return
