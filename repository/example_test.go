@@ -56,3 +56,22 @@ func ExampleErrTooManyKeys() {
 	// <nil>
 	// <nil>
 }
+
+// A million clients' token buckets in a few dozen megabytes: each key is one
+// timestamp, forgotten as soon as its bucket is full again.
+func ExampleNewGCRA() {
+	repo := repository.NewGCRA(limiters.PerMinute(60), 3, repository.WithMaxKeys(1_000_000))
+	defer repo.Close()
+	ctx := context.Background()
+	for i := range 4 {
+		d, _ := repo.TryAcquire(ctx, "203.0.113.7", 1)
+		fmt.Printf("request %d: allowed=%v remaining=%d\n", i+1, d.Allowed, d.Remaining)
+	}
+	fmt.Println("keys held:", repo.Len())
+	// Output:
+	// request 1: allowed=true remaining=2
+	// request 2: allowed=true remaining=1
+	// request 3: allowed=true remaining=0
+	// request 4: allowed=false remaining=0
+	// keys held: 1
+}
