@@ -31,7 +31,7 @@ type fromRate struct{ lim *rate.Limiter }
 //     (x/time/rate has no way to put tokens back outside a Reservation).
 //   - rate.Inf admits everything; a zero limit admits only the burst.
 //   - It reads the wall clock, as x/time/rate's methods do.
-func FromRate(l *rate.Limiter, opts ...Option) *RateLimiter {
+func FromRate(l *rate.Limiter, opts ...Option) Limiter {
 	if l == nil {
 		panic("limiters: FromRate: nil *rate.Limiter")
 	}
