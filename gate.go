@@ -22,6 +22,7 @@ type gate struct {
 	mu     sync.Mutex
 	head   *gwaiter
 	tail   *gwaiter
+	queued int // waiters in the list
 	timer  *time.Timer
 	closed bool
 
@@ -118,17 +119,20 @@ func low(avail, limit int64) bool {
 	return avail <= 10
 }
 
-// sent records that a request passed the gate. g.mu must be held.
+// sent records that a request passed the gate. now may be zero when the
+// gate is quiet: nothing it does then needs the time but the start of the
+// first cycle. g.mu must be held.
 func (g *gate) sent(now time.Time) ticket {
 	g.inflight++
+	if g.resumedAt.IsZero() {
+		if now.IsZero() {
+			now = time.Now()
+		}
+		g.resumedAt = now // the first cycle starts with the first request
+	}
 	tk := ticket{probe: g.probe, ver: g.ver, pause: g.pauses}
 	if g.probe {
 		tk.at = now
-	}
-	if g.resumedAt.IsZero() {
-		g.resumedAt = now // the first cycle starts with the first request
-	}
-	if g.probe {
 		g.probe, g.probing = false, true
 	}
 	if g.quota {
@@ -162,11 +166,7 @@ func (g *gate) admit(ctx context.Context, deadline time.Time) (ticket, error) {
 	if g.head == nil && g.quiet() {
 		// Nothing learned yet that could hold this request back: no need
 		// to read the clock.
-		tk := ticket{probe: g.probe, ver: g.ver, pause: g.pauses}
-		g.inflight++
-		if g.resumedAt.IsZero() {
-			g.resumedAt = time.Now() // the first cycle starts with the first request
-		}
+		tk := g.sent(time.Time{})
 		g.mu.Unlock()
 		return tk, nil
 	}
@@ -242,11 +242,7 @@ func (g *gate) due(now time.Time) time.Time {
 	if g.quota && g.avail() <= 0 && at.Before(g.reset) {
 		at = g.reset
 	}
-	var ahead int
-	for w := g.head; w != nil; w = w.next {
-		ahead++
-	}
-	if ahead > 0 {
+	if ahead := g.queued; ahead > 0 {
 		if g.probe || (g.quota && g.avail() <= 0) || g.pausedUntil.After(now) {
 			// Behind a probe: its answer decides; we cannot tell.
 			return time.Time{}
@@ -268,6 +264,7 @@ func (g *gate) push(w *gwaiter) {
 		g.head = w
 	}
 	g.tail = w
+	g.queued++
 }
 
 func (g *gate) remove(w *gwaiter) {
@@ -282,6 +279,7 @@ func (g *gate) remove(w *gwaiter) {
 		g.tail = w.prev
 	}
 	w.prev, w.next = nil, nil
+	g.queued--
 }
 
 // dispatch lets waiters through from the head while the gate allows and arms

@@ -39,10 +39,26 @@ type TokenBucket struct {
 	s tokenBucket
 }
 
+// bucket is what TokenBucket, GCRA and GCRAParams share: the exact
+// emission interval, the burst, and burst intervals (the credit of a full
+// bucket, the tolerance of GCRA).
+type bucket struct {
+	iv    interval
+	burst int
+	tol   fine
+}
+
+// newBucket checks r and burst for ctor and builds their bucket.
+func newBucket(r Rate, burst int, ctor string) bucket {
+	mustRate(r, ctor)
+	mustPositive(burst, ctor, "burst")
+	iv := newInterval(r)
+	mustFit(iv, burst, ctor, "burst")
+	return bucket{iv: iv, burst: burst, tol: iv.times(burst)}
+}
+
 type tokenBucket struct {
-	iv     interval
-	burst  int
-	tol    fine // burst intervals: the credit of a full bucket
+	bucket
 	credit fine
 	last   int64
 }
@@ -50,13 +66,8 @@ type tokenBucket struct {
 // NewTokenBucket returns a token bucket of capacity burst refilling at r.
 // It panics if r or burst is not positive.
 func NewTokenBucket(r Rate, burst int, opts ...Option) *TokenBucket {
-	mustRate(r, "NewTokenBucket")
-	mustPositive(burst, "NewTokenBucket", "burst")
 	tb := &TokenBucket{}
-	tb.s.iv = newInterval(r)
-	mustFit(tb.s.iv, burst, "NewTokenBucket", "burst")
-	tb.s.burst = burst
-	tb.s.tol = tb.s.iv.times(burst)
+	tb.s.bucket = newBucket(r, burst, "NewTokenBucket")
 	tb.s.credit = tb.s.tol
 	tb.s.last = monoNow()
 	tb.init(&tb.s, newConfig(-1, opts))
@@ -128,23 +139,15 @@ type GCRA struct {
 }
 
 type gcra struct {
-	iv    interval
-	burst int
-	tol   fine // burst intervals
-	tat   fine
+	bucket
+	tat fine // zero, or any time past, is a full bucket
 }
 
 // NewGCRA returns a GCRA limiter with rate r and burst. It panics if r or
 // burst is not positive.
 func NewGCRA(r Rate, burst int, opts ...Option) *GCRA {
-	mustRate(r, "NewGCRA")
-	mustPositive(burst, "NewGCRA", "burst")
 	g := &GCRA{}
-	g.s.iv = newInterval(r)
-	mustFit(g.s.iv, burst, "NewGCRA", "burst")
-	g.s.burst = burst
-	g.s.tol = g.s.iv.times(burst)
-	g.s.tat = fine{ns: monoNow()}
+	g.s.bucket = newBucket(r, burst, "NewGCRA")
 	g.init(&g.s, newConfig(-1, opts))
 	return g
 }

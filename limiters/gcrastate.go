@@ -15,7 +15,7 @@ import "time"
 // GCRAParams is immutable and safe for concurrent use; a GCRAState is not:
 // guard each with the lock that guards the store.
 type GCRAParams struct {
-	g gcra // tat unused
+	b bucket
 }
 
 // GCRAState is one key's state: the theoretical arrival time of its next
@@ -27,33 +27,20 @@ type GCRAState struct {
 // NewGCRAParams returns the configuration of a GCRA with rate r and burst.
 // It panics as NewGCRA does on a non-positive rate or burst.
 func NewGCRAParams(r Rate, burst int) *GCRAParams {
-	mustRate(r, "NewGCRAParams")
-	mustPositive(burst, "NewGCRAParams", "burst")
-	p := &GCRAParams{}
-	p.g.iv = newInterval(r)
-	mustFit(p.g.iv, burst, "NewGCRAParams", "burst")
-	p.g.burst = burst
-	p.g.tol = p.g.iv.times(burst)
-	return p
+	return &GCRAParams{b: newBucket(r, burst, "NewGCRAParams")}
 }
 
 // Limit is the burst: the most permits one request may take.
-func (p *GCRAParams) Limit() int { return p.g.burst }
+func (p *GCRAParams) Limit() int { return p.b.burst }
 
-// with runs f on a gcra that carries s's timestamp, and stores it back.
-func (p *GCRAParams) with(s *GCRAState, f func(g *gcra)) {
-	g := p.g
-	g.tat = s.tat
-	f(&g)
-	s.tat = g.tat
-}
+// gcra is the algorithm with s's timestamp.
+func (p *GCRAParams) gcra(s GCRAState) gcra { return gcra{bucket: p.b, tat: s.tat} }
 
 // TryAcquire takes n permits from s now or not at all, with the Decision a
 // GCRA limiter would return. n == 0 is a peek: Allowed when a permit is free.
 func (p *GCRAParams) TryAcquire(s *GCRAState, n int) Decision {
 	checkN(n)
-	g := p.g
-	g.tat = s.tat
+	g := p.gcra(*s)
 	now := monoNow()
 	var retry int64
 	allowed := false
@@ -84,11 +71,10 @@ func (p *GCRAParams) TryAcquire(s *GCRAState, n int) Decision {
 // caller that gives up before its wait is over must Cancel.
 func (p *GCRAParams) Reserve(s *GCRAState, n int, maxWait time.Duration) (time.Duration, error) {
 	checkN(n)
-	if n > p.g.burst {
+	if n > p.b.burst {
 		return 0, ErrExceedsLimit
 	}
-	g := p.g
-	g.tat = s.tat
+	g := p.gcra(*s)
 	now := monoNow()
 	d := g.wait(now, n)
 	if maxWait >= 0 && time.Duration(d) > maxWait {
@@ -104,7 +90,9 @@ func (p *GCRAParams) Reserve(s *GCRAState, n int, maxWait time.Duration) (time.D
 // permits go to whoever asks next.
 func (p *GCRAParams) Cancel(s *GCRAState, n int) {
 	checkN(n)
-	p.with(s, func(g *gcra) { g.refund(0, n) })
+	g := p.gcra(*s)
+	g.refund(0, n)
+	s.tat = g.tat
 }
 
 // Full reports whether s is a full bucket, indistinguishable from the zero
@@ -123,7 +111,7 @@ func (p *GCRAParams) Due(s GCRAState) time.Duration {
 // nanoseconds (true for every rate whose period its count divides, such as
 // 10/s or 100/m). Then a GCRAState fits in an int64 without losing
 // anything: see Pack.
-func (p *GCRAParams) Whole() bool { return p.g.iv.den == 1 }
+func (p *GCRAParams) Whole() bool { return p.b.iv.den == 1 }
 
 // Pack returns s as one int64, for stores that keep 8 bytes per key. It is
 // exact when p.Whole(); otherwise it rounds the timestamp up to the next
