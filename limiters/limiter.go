@@ -65,6 +65,12 @@ type RejectedError struct {
 	Limiter    string        // the limiter's name (WithName), may be empty
 	RetryAfter time.Duration // how long until the permits could be granted
 	Reason     string        // a short human-readable cause
+	// Cause is the bound the wait would have passed, when it was the
+	// context's deadline: context.DeadlineExceeded, so that
+	// errors.Is(err, context.DeadlineExceeded) holds for such a refusal (as
+	// golang/go#54541 asks of x/time/rate). It is nil for other bounds (a
+	// Transport's WithMaxWait) and for refusals that were not about waiting.
+	Cause error
 }
 
 func (e *RejectedError) Error() string {
@@ -81,3 +87,7 @@ func (e *RejectedError) Error() string {
 // Is reports true for ErrRateLimited, so errors.Is(err, ErrRateLimited) holds
 // for every *RejectedError.
 func (e *RejectedError) Is(target error) bool { return target == ErrRateLimited }
+
+// Unwrap returns Cause, so a refusal caused by the context's deadline also
+// matches context.DeadlineExceeded.
+func (e *RejectedError) Unwrap() error { return e.Cause }
