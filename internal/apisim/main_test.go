@@ -22,7 +22,9 @@ type reply struct {
 }
 
 // send makes one request through rt to path with body ("" for none) and the
-// given header pairs, and reads the whole response.
+// given header pairs, and reads the whole response. It reports failures
+// with t.Error, so goroutines may call it; a failed exchange returns the
+// zero reply.
 func send(t *testing.T, rt http.RoundTripper, method, path, body string, hdr ...string) reply {
 	t.Helper()
 	var rd io.Reader
@@ -31,19 +33,21 @@ func send(t *testing.T, rt http.RoundTripper, method, path, body string, hdr ...
 	}
 	req, err := http.NewRequestWithContext(context.Background(), method, "http://api.test"+path, rd)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return reply{}
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return reply{}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
 	}
 	return reply{resp.StatusCode, resp.Header, string(b)}
 }
