@@ -22,8 +22,8 @@ type AnthropicConfig struct {
 	// OutputUsed is how many output tokens a completion really produces for
 	// a request's max_tokens. Anthropic estimates output tokens from
 	// max_tokens when a request starts and corrects the charge when it ends;
-	// the simulator checks max_tokens and charges OutputUsed. Default: all
-	// of max_tokens.
+	// the simulator checks max_tokens and charges OutputUsed (clamped to
+	// [0, max_tokens]). Default: all of max_tokens.
 	OutputUsed func(maxTokens int64) int64
 }
 
@@ -107,6 +107,7 @@ func (a *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	output := min(maxTokens, max(0, a.cfg.OutputUsed(maxTokens)))
 	a.mu.Lock()
 	for _, b := range []*bucket{a.requests, a.input, a.output} {
 		b.advance(now)
@@ -123,7 +124,7 @@ func (a *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		a.requests.take(1)
 		a.input.take(input)
-		a.output.take(min(maxTokens, max(0, a.cfg.OutputUsed(maxTokens))))
+		a.output.take(output)
 	}
 	a.writeHeaders(w.Header(), now)
 	a.mu.Unlock()
@@ -133,7 +134,7 @@ func (a *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"type":  "message",
 			"role":  "assistant",
-			"usage": map[string]int64{"input_tokens": input, "output_tokens": a.cfg.OutputUsed(maxTokens)},
+			"usage": map[string]int64{"input_tokens": input, "output_tokens": output},
 		})
 		return
 	}

@@ -64,9 +64,7 @@ func TestAnthropicHeadersAsDocumented(t *testing.T) {
 			"anthropic-ratelimit-tokens-remaining": "7200",
 			"anthropic-ratelimit-tokens-reset":     "2000-01-01T00:00:07Z",
 		}
-		for name, v := range want {
-			assert.Equal(t, v, r.header.Get(name), name)
-		}
+		assertHeaders(t, r.header, want)
 	})
 }
 

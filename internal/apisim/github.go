@@ -48,8 +48,10 @@ type GitHubConfig struct {
 // anything else → core), reported in x-ratelimit-{limit,remaining,used,reset}
 // (reset in epoch seconds, rounded down as GitHub's are) and
 // x-ratelimit-resource; a primary-limit refusal is 403 (or 429) with
-// remaining 0; an optional secondary limit answers 403 with the documented
-// message and no rate-limit field at zero.
+// remaining 0 (even when a costly GraphQL query was refused with a few
+// points left); an optional secondary limit answers 403 with the documented
+// message and no rate-limit field at zero. GitHub's other secondary limits
+// (100 concurrent requests, CPU time) are not simulated.
 //
 // Stats.ByKey counts per resource ("core", "search", "graphql") and counts
 // secondary-limit refusals under "secondary".

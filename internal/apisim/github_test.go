@@ -34,15 +34,16 @@ func TestGitHubHeadersAsDocumented(t *testing.T) {
 		time.Sleep(10*time.Second + 600*time.Millisecond)
 		r := get(t, g, "/repos/o/r")
 		require.Equal(t, http.StatusOK, r.status)
-		assert.Equal(t, "5000", r.header.Get("x-ratelimit-limit"))
-		assert.Equal(t, "4999", r.header.Get("x-ratelimit-remaining"))
-		assert.Equal(t, "1", r.header.Get("x-ratelimit-used"))
-		assert.Equal(t, "core", r.header.Get("x-ratelimit-resource"))
-		// The window runs an hour from the first request; its reset is in
-		// epoch seconds, rounded down.
-		// The bubble starts at 2000-01-01T00:00:00Z = 946684800; the window
-		// ends at 946688410.6.
-		assert.Equal(t, "946688410", r.header.Get("x-ratelimit-reset"))
+		assertHeaders(t, r.header, map[string]string{
+			"x-ratelimit-limit":     "5000",
+			"x-ratelimit-remaining": "4999",
+			"x-ratelimit-used":      "1",
+			"x-ratelimit-resource":  "core",
+			// The window runs an hour from the first request (the bubble
+			// starts at 946684800, 2000-01-01T00:00:00Z), so it ends at
+			// 946688410.6; the reset is in epoch seconds, rounded down.
+			"x-ratelimit-reset": "946688410",
+		})
 
 		r = get(t, g, "/search/code")
 		assert.Equal(t, "30", r.header.Get("x-ratelimit-limit"))

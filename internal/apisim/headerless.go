@@ -54,9 +54,19 @@ func (l *LeakyBucket) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		return
 	}
-	_ = sleep(r.Context(), wait)
+	if sleep(r.Context(), wait) != nil {
+		return // the client gave up; its turn is spent, as in nginx
+	}
 	l.admit("")
 	w.WriteHeader(http.StatusOK)
+}
+
+// mustWindow panics, naming the constructor, unless limit and window are
+// positive.
+func mustWindow(constructor string, limit int, window time.Duration) {
+	if limit <= 0 || window <= 0 {
+		panic("apisim: " + constructor + " needs a positive limit and window")
+	}
 }
 
 // PenaltyWindow is a fixed window, aligned to the Unix epoch, that counts
@@ -81,9 +91,7 @@ type PenaltyWindow struct {
 // NewPenaltyWindow returns a PenaltyWindow of limit requests per window. It
 // panics on a non-positive limit or window.
 func NewPenaltyWindow(limit int, window time.Duration) *PenaltyWindow {
-	if limit <= 0 || window <= 0 {
-		panic("apisim: NewPenaltyWindow needs a positive limit and window")
-	}
+	mustWindow("NewPenaltyWindow", limit, window)
 	return &PenaltyWindow{limit: int64(limit), length: window}
 }
 
@@ -134,9 +142,7 @@ type SlidingWindow struct {
 // NewSlidingWindow returns a SlidingWindow of limit requests per window. It
 // panics on a non-positive limit or window.
 func NewSlidingWindow(limit int, window time.Duration) *SlidingWindow {
-	if limit <= 0 || window <= 0 {
-		panic("apisim: NewSlidingWindow needs a positive limit and window")
-	}
+	mustWindow("NewSlidingWindow", limit, window)
 	return &SlidingWindow{limit: int64(limit), length: window}
 }
 
@@ -223,7 +229,9 @@ func (c *Capacity) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.busy--
 		c.mu.Unlock()
 	}()
-	_ = sleep(r.Context(), c.service)
+	if sleep(r.Context(), c.service) != nil {
+		return // the client gave up
+	}
 	c.admit("")
 	w.WriteHeader(http.StatusOK)
 }

@@ -1,7 +1,9 @@
 package apisim
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -201,4 +203,45 @@ func TestConstructorsPanicOnBadConfig(t *testing.T) {
 	assert.Panics(t, func() { NewSlidingWindow(1, 0) })
 	assert.Panics(t, func() { NewCapacity(0, 0) })
 	assert.Panics(t, func() { NewQuota(1, 0, "K") })
+}
+
+func TestShapersForgetClientsThatGiveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, h := range []interface {
+			http.Handler
+			Snapshot() Stats
+		}{NewLeakyBucket(1, 5), NewCapacity(5, time.Second)} {
+			get(t, h, "/") // the leaky bucket's first passes at once; the capacity holds it 1s
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			cancel()
+			s := h.Snapshot()
+			assert.Equal(t, int64(1), s.Admitted, "%T: a request whose client left is not admitted", h)
+			assert.Zero(t, s.Refused)
+		}
+	})
+}
+
+func TestSnapshotWhileServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewQuota(30, time.Second, "K")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 50 {
+				s := q.Snapshot()
+				s.ByKey["mine"] = Counts{Admitted: 99} // a copy: the server does not see it
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		out := burst(t, q, 50)
+		<-done
+		assert.Equal(t, map[int]int{200: 30, 429: 20}, statuses(out))
+		s := q.Snapshot()
+		assert.Equal(t, Counts{Admitted: 30, Refused: 20}, s.ByKey[""])
+		assert.NotContains(t, s.ByKey, "mine")
+		assert.Len(t, s.Refusals, 20)
+	})
 }

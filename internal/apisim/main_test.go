@@ -51,3 +51,13 @@ func send(t *testing.T, rt http.RoundTripper, method, path, body string, hdr ...
 	}
 	return reply{resp.StatusCode, resp.Header, string(b)}
 }
+
+// assertHeaders checks each named field of h against its exact value.
+func assertHeaders(t *testing.T, h http.Header, want map[string]string) {
+	t.Helper()
+	for name, v := range want {
+		if got := h.Get(name); got != v {
+			t.Errorf("%s = %q, want %q", name, got, v)
+		}
+	}
+}

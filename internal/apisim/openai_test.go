@@ -45,14 +45,16 @@ func TestOpenAIHeadersAsDocumented(t *testing.T) {
 		o := NewOpenAI(OpenAIConfig{RequestsPerWindow: 60, TokensPerWindow: 150000})
 		r := post(t, o, chat(16))
 		require.Equal(t, http.StatusOK, r.status)
-		assert.Equal(t, "60", r.header.Get("x-ratelimit-limit-requests"))
-		assert.Equal(t, "150000", r.header.Get("x-ratelimit-limit-tokens"))
-		assert.Equal(t, "59", r.header.Get("x-ratelimit-remaining-requests"))
-		assert.Equal(t, "149984", r.header.Get("x-ratelimit-remaining-tokens"))
-		// One request of 60 a minute is back after 1s; 16 tokens of
-		// 150000 a minute after 6.4ms, written rounded up.
-		assert.Equal(t, "1s", r.header.Get("x-ratelimit-reset-requests"))
-		assert.Equal(t, "7ms", r.header.Get("x-ratelimit-reset-tokens"))
+		assertHeaders(t, r.header, map[string]string{
+			"x-ratelimit-limit-requests":     "60",
+			"x-ratelimit-limit-tokens":       "150000",
+			"x-ratelimit-remaining-requests": "59",
+			"x-ratelimit-remaining-tokens":   "149984",
+			// One request of 60 a minute is back after 1s; 16 tokens of
+			// 150000 a minute after 6.4ms, written rounded up.
+			"x-ratelimit-reset-requests": "1s",
+			"x-ratelimit-reset-tokens":   "7ms",
+		})
 
 		r = post(t, o, chat(149984)) // empties the tokens bucket
 		require.Equal(t, http.StatusOK, r.status)

@@ -29,9 +29,7 @@ type Quota struct {
 // value of the header keyHeader (e.g. "X-API-Key"). It panics on a
 // non-positive limit or window.
 func NewQuota(limit int, length time.Duration, keyHeader string) *Quota {
-	if limit <= 0 || length <= 0 {
-		panic("apisim: NewQuota needs a positive limit and window length")
-	}
+	mustWindow("NewQuota", limit, length)
 	return &Quota{limit: int64(limit), length: length, header: keyHeader, keys: make(map[string]*window)}
 }
 

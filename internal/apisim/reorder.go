@@ -1,10 +1,8 @@
 package apisim
 
 import (
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"time"
 )
 
@@ -19,15 +17,14 @@ type Reorder struct {
 	Max     time.Duration
 	Seed    uint64
 
-	mu  sync.Mutex
-	rng *rand.Rand
+	delays delays
 }
 
 // ServeHTTP lets the wrapped handler decide, waits, then writes its answer.
 func (o *Reorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := httptest.NewRecorder()
 	o.Handler.ServeHTTP(rec, r)
-	if sleep(r.Context(), o.delay()) != nil {
+	if sleep(r.Context(), o.delays.draw(o.Seed, o.Max)) != nil {
 		return
 	}
 	for k, v := range rec.Header() {
@@ -35,16 +32,4 @@ func (o *Reorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(rec.Code)
 	_, _ = w.Write(rec.Body.Bytes())
-}
-
-func (o *Reorder) delay() time.Duration {
-	if o.Max <= 0 {
-		return 0
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.rng == nil {
-		o.rng = rand.New(rand.NewPCG(o.Seed, o.Seed))
-	}
-	return time.Duration(o.rng.Int64N(int64(o.Max) + 1))
 }

@@ -17,9 +17,10 @@ type Counts struct {
 type Stats struct {
 	Admitted int64 // requests answered 2xx
 	Refused  int64 // requests refused (429, 403, 503, 529)
-	// ByKey splits the counts by what the simulator limits separately: the
-	// limit that refused ("requests", "tokens", "input-tokens", ...), the
-	// GitHub resource, the API key. Its doc comment on each simulator says.
+	// ByKey (never nil) splits the counts by what the simulator limits
+	// separately: the limit that refused ("requests", "tokens",
+	// "input-tokens", ...), the GitHub resource, the API key. The doc
+	// comment of each simulator says which.
 	ByKey map[string]Counts
 	// MaxInFlight is the most requests the handler held at once.
 	MaxInFlight int
@@ -83,10 +84,12 @@ func (r *recorder) counts(key string) Counts {
 func (r *recorder) Snapshot() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	byKey := make(map[string]Counts, len(r.byKey))
+	maps.Copy(byKey, r.byKey)
 	return Stats{
 		Admitted:    r.admitted,
 		Refused:     r.refused,
-		ByKey:       maps.Clone(r.byKey),
+		ByKey:       byKey,
 		MaxInFlight: r.maxInFlight,
 		Refusals:    slices.Clone(r.refusals),
 	}

@@ -37,8 +37,7 @@ type Transport struct {
 	Jitter  time.Duration // extra on the way there: uniform in [0, Jitter]
 	Seed    uint64
 
-	mu  sync.Mutex
-	rng *rand.Rand
+	delays delays
 }
 
 // RoundTrip serves req with the handler. It fails only with req's context
@@ -49,7 +48,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer req.Body.Close()
 	}
 	ctx := req.Context()
-	if err := sleep(ctx, t.Latency+t.jitter()); err != nil {
+	if err := sleep(ctx, t.Latency+t.delays.draw(t.Seed, t.Jitter)); err != nil {
 		return nil, err
 	}
 	// A server-side request always has a body and a RemoteAddr.
@@ -71,15 +70,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// jitter draws the extra delay of one request.
-func (t *Transport) jitter() time.Duration {
-	if t.Jitter <= 0 {
+// delays draws random delays from a generator seeded on first use. It is
+// safe for concurrent use; draws follow the order of the calls.
+type delays struct {
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// draw returns a delay uniform in [0, upTo] (0 when upTo ≤ 0).
+func (d *delays) draw(seed uint64, upTo time.Duration) time.Duration {
+	if upTo <= 0 {
 		return 0
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.rng == nil {
-		t.rng = rand.New(rand.NewPCG(t.Seed, t.Seed))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rng == nil {
+		d.rng = rand.New(rand.NewPCG(seed, seed))
 	}
-	return time.Duration(t.rng.Int64N(int64(t.Jitter) + 1))
+	return time.Duration(d.rng.Int64N(int64(upTo) + 1))
 }
