@@ -103,7 +103,7 @@ func TestWriteRoundTrip(t *testing.T) {
 			Reset:     now.Add(time.Duration(reset) * time.Second),
 		}
 		wantIETF := want
-		wantIETF.Name = "default"
+		wantIETF.Name, wantIETF.Unit = "default", "requests"
 
 		for _, s := range []Style{0, Legacy, IETF, Both} {
 			h := http.Header{}
