@@ -15,7 +15,9 @@ import (
 // Both are structured-field lists. A policy item names a policy and carries
 // its quota (q), window in seconds (w), quota unit (qu) and partition key
 // (pk); a RateLimit item names the policy it reports on and carries what
-// remains (r) and the seconds until reset (t). Earlier drafts sent
+// remains (r), the effective window in seconds (t: until more is
+// available; until the reset, up to draft -09) and its partition key (pk).
+// Both readings of t become Reset = now + t. Earlier drafts sent
 //
 //	RateLimit: limit=100, remaining=50, reset=30
 //	RateLimit-Policy: 100;w=60

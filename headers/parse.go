@@ -33,8 +33,9 @@ type Quota struct {
 type Info struct {
 	// Quotas come in a fixed order: the IETF RateLimit fields, the older
 	// RateLimit-* fields, X-RateLimit-*, then the named families
-	// (x-ratelimit-*-<name>, anthropic-ratelimit-*, x-ms-ratelimit-*) sorted
-	// by name, and Shopify's call limit.
+	// (x-ratelimit-*-<name> and x-ratelimit-<name>-*, anthropic-ratelimit-*,
+	// x-ms-ratelimit-*, x-ai-ratelimit-*, x-hubspot-ratelimit-*) sorted by
+	// name, Shopify's call limit and Salesforce's usage.
 	Quotas        []Quota
 	RetryAfter    time.Duration // meaningful only if HasRetryAfter
 	HasRetryAfter bool
