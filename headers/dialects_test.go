@@ -218,3 +218,18 @@ func TestParseCached(t *testing.T) {
 	info := Parse(http.Header{"age": {"10"}, "x-ratelimit-remaining": {"0"}}, now)
 	assert.Empty(t, info.Quotas)
 }
+
+func TestParseDialectsRawKeys(t *testing.T) {
+	h := http.Header{
+		"x-ratelimit-requests-remaining":      {"3"},
+		"X-HUBSPOT-RATELIMIT-DAILY-REMAINING": {"7"},
+		"sforce-limit-info":                   {"api-usage=1/10"},
+		"x-ai-ratelimit-remaining-Inst":       {"5"},
+	}
+	assert.Equal(t, []Quota{
+		{Name: "requests", Limit: -1, Remaining: 3, Unit: "requests"},
+		{Name: "inst", Limit: -1, Remaining: 5, Unit: "tokens"},
+		{Name: "daily", Limit: -1, Remaining: 7, Window: 24 * time.Hour, Unit: "requests"},
+		{Name: "api-usage", Limit: 10, Remaining: 9, Window: 24 * time.Hour, Unit: "requests"},
+	}, Parse(h, now).Quotas)
+}

@@ -260,23 +260,26 @@ func prefixed(s string, fam family) (kind, family, string) {
 // Interval-Milliseconds describe the rolling interval; Daily and Secondly
 // are limits whose -Remaining says what is left.
 func hubSpotField(s string) (kind, family, string) {
-	switch {
-	case equalFold(s, "Max"):
-		return kindNamedLimit, famHubSpot, "interval"
-	case equalFold(s, "Remaining"):
-		return kindNamedRemaining, famHubSpot, "interval"
-	case equalFold(s, "Interval-Milliseconds"):
-		return kindNamedWindow, famHubSpot, "interval"
-	case equalFold(s, "Daily"):
-		return kindNamedLimit, famHubSpot, "daily"
-	case equalFold(s, "Daily-Remaining"):
-		return kindNamedRemaining, famHubSpot, "daily"
-	case equalFold(s, "Secondly"):
-		return kindNamedLimit, famHubSpot, "secondly"
-	case equalFold(s, "Secondly-Remaining"):
-		return kindNamedRemaining, famHubSpot, "secondly"
+	for _, f := range hubSpotFields {
+		if equalFold(s, f.field) {
+			return f.kind, famHubSpot, f.name
+		}
 	}
 	return kindNone, 0, ""
+}
+
+var hubSpotFields = [...]struct {
+	field string
+	kind  kind
+	name  string
+}{
+	{"Max", kindNamedLimit, "interval"},
+	{"Remaining", kindNamedRemaining, "interval"},
+	{"Interval-Milliseconds", kindNamedWindow, "interval"},
+	{"Daily", kindNamedLimit, "daily"},
+	{"Daily-Remaining", kindNamedRemaining, "daily"},
+	{"Secondly", kindNamedLimit, "secondly"},
+	{"Secondly-Remaining", kindNamedRemaining, "secondly"},
 }
 
 // field holds the lines of one header, and the raw map key they came
