@@ -83,6 +83,8 @@ const (
 
 // Classification is what [Classify] makes of a response.
 type Classification struct {
+	// Signal is what the response means: NoSignal for anything but a
+	// 403, 413, 429, 503 or 529.
 	Signal Signal
 	// ShouldRetry is the x-should-retry field OpenAI's and Anthropic's
 	// servers send ("true" or "false"), which their SDKs obey over the
