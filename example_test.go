@@ -143,8 +143,7 @@ func ExampleNewRetryableClient() {
 	}))
 	defer srv.Close()
 
-	client := throttle.NewRetryableClient(throttle.WithMaxWait(5 * time.Second))
-	client.Logger = nil
+	client := throttle.NewRetryableClient(nil, throttle.WithMaxWait(5*time.Second))
 	defer client.HTTPClient.Transport.(*throttle.Transport).Close()
 
 	resp, err := client.Get(srv.URL)

@@ -90,10 +90,8 @@ func TestRetriedTooManyRequestsWaitsForResetAndReplaysBody(t *testing.T) {
 			}
 			io.WriteString(w, "created")
 		})
-		c := NewRetryableClient()
-		c.Logger = nil
+		c := NewRetryableClient(handlerTransport{h: h})
 		c.RetryWaitMax = time.Minute
-		c.HTTPClient.Transport.(*Transport).base = handlerTransport{h: h}
 		defer c.HTTPClient.Transport.(*Transport).Close()
 		req, err := retryablehttp.NewRequest(http.MethodPost, "http://api.test/items", bytes.NewReader([]byte(`{"name":"x"}`)))
 		require.NoError(t, err)
@@ -125,8 +123,7 @@ func TestRetryableClientOverLoopback(t *testing.T) {
 		w.Write(b)
 	}))
 	defer srv.Close()
-	c := NewRetryableClient()
-	c.Logger = nil
+	c := NewRetryableClient(nil)
 	tr := c.HTTPClient.Transport.(*Transport)
 	defer tr.Close()
 	defer tr.CloseIdleConnections()
