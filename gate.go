@@ -20,7 +20,6 @@ type gate struct {
 	maxPause time.Duration // the longest one answer may pause the partition
 	emit     func(Event)   // the Transport's observer, or nil
 
-
 	mu     sync.Mutex
 	head   *gwaiter
 	tail   *gwaiter
