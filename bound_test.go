@@ -95,14 +95,7 @@ func TestRefusalSaysWhatHeldItAndWhichBound(t *testing.T) {
 func TestMaxWaitBoundsAWaitNobodyCanForesee(t *testing.T) {
 	t.Run("behind a probe", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			calls := 0
-			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				calls++
-				if calls == 1 {
-					w.Header().Set("Retry-After", "1")
-					w.WriteHeader(http.StatusTooManyRequests)
-					return
-				}
+			h := refuseFirst(func(http.ResponseWriter, *http.Request) {
 				time.Sleep(30 * time.Second) // a slow probe
 			})
 			tr := NewTransport(handlerTransport{h: h}, WithMaxWait(5*time.Second))

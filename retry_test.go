@@ -203,14 +203,7 @@ func TestNewRetryableClientUsesTheCallersBase(t *testing.T) {
 // pauses, to the caller's *slog.Logger.
 func TestNewRetryableClientLogsOnlyWhenAsked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		calls := 0
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			calls++
-			if calls == 1 {
-				w.Header().Set("Retry-After", "1")
-				w.WriteHeader(http.StatusTooManyRequests)
-			}
-		})
+		h := refuseFirst(nil)
 		silent := NewRetryableClient(handlerTransport{h: h})
 		defer silent.HTTPClient.Transport.(*Transport).Close()
 		assert.Nil(t, silent.Logger, "silent by default")
