@@ -57,7 +57,7 @@ type gwaiter struct {
 	prev, next *gwaiter
 }
 
-// ticket is what admit hands a request: whether it is the probe, and its
+// ticket is what enter and wait hand a request: whether it is the probe, and its
 // place in the order of admissions.
 type ticket struct {
 	probe bool

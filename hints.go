@@ -56,8 +56,17 @@ func farHints(h http.Header, now time.Time) (retry, reset bool) {
 
 // isResetField reports whether the field named k is a rate-limit reset.
 func isResetField(k string) bool {
-	k = strings.ToLower(k)
-	return strings.Contains(k, "reset") && (strings.Contains(k, "ratelimit") || strings.Contains(k, "rate-limit"))
+	return containsFold(k, "reset") && (containsFold(k, "ratelimit") || containsFold(k, "rate-limit"))
+}
+
+// containsFold is strings.Contains, ignoring case, without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // timeLike reports whether v is a non-negative decimal number ("12",

@@ -98,3 +98,13 @@ func FuzzFarHints(f *testing.F) {
 		}
 	})
 }
+
+func TestIsResetField(t *testing.T) {
+	for k, want := range map[string]bool{
+		"X-Ratelimit-Reset": true, "x-rate-limit-reset": true, "RateLimit-Reset": true,
+		"x-ratelimit-reset-tokens": true, "Anthropic-Ratelimit-Tokens-Reset": true, "X-RateLimit-Reset-After": true,
+		"X-Ratelimit-Remaining": false, "Reset": false, "Retry-After": false, "": false,
+	} {
+		assert.Equal(t, want, isResetField(k), k)
+	}
+}
