@@ -353,10 +353,14 @@ func (g *gate) abortLocked(tk ticket) {
 // let through.
 func (g *gate) done(tk ticket, resp *http.Response, now time.Time) {
 	var info headers.Info
+	var far beyond
 	status := 0
 	if resp != nil {
 		status = resp.StatusCode
 		info = headers.Parse(resp.Header, now)
+		if saysStop(status, info) {
+			far = farHints(resp.Header, now)
+		}
 	}
 	g.mu.Lock()
 	g.inflight--
@@ -365,7 +369,7 @@ func (g *gate) done(tk ticket, resp *http.Response, now time.Time) {
 	}
 	var paused time.Time
 	if resp != nil {
-		paused = g.learn(tk, status, resp.Header, info, now)
+		paused = g.learn(tk, status, info, far, now)
 	}
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
@@ -375,23 +379,18 @@ func (g *gate) done(tk ticket, resp *http.Response, now time.Time) {
 	g.report(resumed)
 }
 
-// learn applies what a response (status, header h, parsed as info) says.
-// It returns the end of a pause it started, or zero. g.mu must be held.
+// learn applies what a response (status, parsed as info, with far its
+// hints beyond headers.Parse's horizon) says. It returns the end of a pause
+// it started, or zero. g.mu must be held.
 //
-// A hint beyond headers.Parse's horizon (see farHints) still says "stop":
-// a refusal that carries one, or a quota at zero whose reset is one,
-// pauses the partition for maxPause.
-func (g *gate) learn(tk ticket, status int, h http.Header, info headers.Info, now time.Time) time.Time {
-	var farRetry, farReset bool
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		farRetry, farReset = farHints(h, now)
-	}
+// A hint beyond the horizon still says "stop": a refusal that carries one,
+// or a quota at zero whose reset is one, pauses the partition for maxPause.
+func (g *gate) learn(tk ticket, status int, info headers.Info, far beyond, now time.Time) time.Time {
 	limited := status == http.StatusTooManyRequests ||
-		(status == http.StatusServiceUnavailable && (info.HasRetryAfter || farRetry))
+		(status == http.StatusServiceUnavailable && (info.HasRetryAfter || far.retry))
 	if limited {
 		d := g.delay(info, now)
-		far := farRetry || farReset
-		if far {
+		if far.any() {
 			d = g.maxPause
 		}
 		if tk.pause < g.pauses {
@@ -408,7 +407,7 @@ func (g *gate) learn(tk ticket, status int, h http.Header, info headers.Info, no
 			d = g.backoff
 		}
 		until := now.Add(min(d, g.maxPause))
-		if !far && !g.quota && g.okSince > 0 && !g.resumedAt.IsZero() {
+		if !far.any() && !g.quota && g.okSince > 0 && !g.resumedAt.IsZero() {
 			// No quota headers: learn a pace from how many requests the
 			// server took between the last pause and this one.
 			if step := until.Sub(g.resumedAt) / time.Duration(g.okSince); step > g.learned {
@@ -441,7 +440,7 @@ func (g *gate) learn(tk ticket, status int, h http.Header, info headers.Info, no
 	reset := g.resetFor(q, now)
 	if q.Remaining == 0 {
 		if reset.IsZero() {
-			if _, farReset = farHints(h, now); !farReset {
+			if !far.reset {
 				return time.Time{}
 			}
 			reset = now.Add(g.maxPause)

@@ -8,6 +8,27 @@ import (
 	"github.com/throttlekit/throttle/headers"
 )
 
+// beyond says which of a response's hints lie beyond headers.Parse's
+// horizon (see farHints).
+type beyond struct{ retry, reset bool }
+
+func (b beyond) any() bool { return b.retry || b.reset }
+
+// saysStop reports whether a response's hints beyond the horizon would
+// matter: it is a refusal (429, 503), or a quota is at zero with no reset
+// that headers.Parse could read.
+func saysStop(status int, info headers.Info) bool {
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		return true
+	}
+	for _, q := range info.Quotas {
+		if q.Remaining == 0 && q.Reset.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
 // farHints reports whether h carries a Retry-After (retry) or a rate-limit
 // reset (reset) that is a number or a date and that headers.Parse refused.
 // Parse refuses such a value only when it lies more than 366 days ahead
@@ -21,9 +42,9 @@ import (
 // x-ratelimit-reset-tokens, anthropic-ratelimit-tokens-reset, …); the `t`
 // parameter of the IETF RateLimit field is not read here.
 //
-// It runs only on answers that say "stop" (a 429 or 503, a quota at zero
-// with no usable reset), never on the hot path.
-func farHints(h http.Header, now time.Time) (retry, reset bool) {
+// It runs only on answers that say "stop" (saysStop; any answer Backoff is
+// given), never on the hot path.
+func farHints(h http.Header, now time.Time) (far beyond) {
 	for k, vs := range h {
 		var probe http.Header
 		isRetry := strings.EqualFold(k, "Retry-After") || strings.EqualFold(k, "Retry-After-Ms") ||
@@ -44,14 +65,14 @@ func farHints(h http.Header, now time.Time) (retry, reset bool) {
 			probe[k] = []string{v}
 			info := headers.Parse(probe, now)
 			if isRetry && !info.HasRetryAfter {
-				retry = true
+				far.retry = true
 			}
 			if !isRetry && (len(info.Quotas) == 0 || info.Quotas[0].Reset.IsZero()) {
-				reset = true
+				far.reset = true
 			}
 		}
 	}
-	return retry, reset
+	return far
 }
 
 // isResetField reports whether the field named k is a rate-limit reset.

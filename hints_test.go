@@ -86,14 +86,14 @@ func FuzzFarHints(f *testing.F) {
 	now := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, v string) {
 		h := http.Header{"Retry-After": {v}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {v}}
-		retry, reset := farHints(h, now)
+		far := farHints(h, now)
 		if backoff := Backoff(time.Second, time.Minute, 3, &http.Response{Header: h}); backoff < time.Second || backoff > time.Minute {
 			t.Fatalf("Backoff %v outside [1s, 1m] for %q", backoff, v)
 		}
-		if retry && headers.Parse(http.Header{"Retry-After": {v}}, now).HasRetryAfter {
+		if far.retry && headers.Parse(http.Header{"Retry-After": {v}}, now).HasRetryAfter {
 			t.Fatalf("Retry-After %q is read by headers.Parse, yet far", v)
 		}
-		if (retry || reset) && !timeLike(v) {
+		if far.any() && !timeLike(v) {
 			t.Fatalf("%q is not a number or a date, yet far", v)
 		}
 	})

@@ -39,7 +39,7 @@ func Backoff(waitMin, waitMax time.Duration, attemptNum int, resp *http.Response
 	waitMax = max(waitMax, waitMin)
 	if resp != nil {
 		now := time.Now()
-		if retry, reset := farHints(resp.Header, now); retry || reset {
+		if farHints(resp.Header, now).any() {
 			return waitMax
 		}
 		var g gate
