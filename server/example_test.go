@@ -41,7 +41,7 @@ func Example() {
 // A policy with plans: the plan comes from the API key, each plan limits
 // endpoints by ServeMux pattern, and a pro caller gets more.
 func ExamplePolicy() {
-	p, err := server.ParsePolicyYAML([]byte(`
+	p, err := server.ParsePolicy([]byte(`
 default_plan: free
 plans:
   free:
@@ -57,7 +57,7 @@ plans:
       "POST /api/ask":
         limits:
           - {algorithm: sliding_log, limit: 3, window: 1m}
-`), server.WithPlan(func(r keyextract.Request) string {
+`), "yaml", server.WithPlan(func(r keyextract.Request) string {
 		if r.Header("X-API-Key") == "key-of-a-pro" {
 			return "pro"
 		}

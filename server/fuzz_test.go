@@ -27,8 +27,8 @@ block: ["203.0.113.7"]
 	f.Add([]byte(`plans: {free: {endpoints: {"GET /items/{id}": {limits: [{algorithm: fixed_window, limit: 0, window: 1m}]}}}}`))
 	f.Add([]byte("{"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, parse := range []func([]byte, ...server.PolicyOption) (*server.Policy, error){server.ParsePolicyYAML, server.ParsePolicyJSON} {
-			p, err := parse(data)
+		for _, format := range []string{"yaml", "json"} {
+			p, err := server.ParsePolicy(data, format)
 			switch {
 			case err != nil && p != nil:
 				t.Fatalf("both a policy and an error: %v", err)

@@ -132,15 +132,15 @@ func TestPolicySeveralLimitsAtOnce(t *testing.T) {
 		assert.Equal(t, 5, inside)
 		w := do(h, "GET", "/fast", a)
 		require.Equal(t, http.StatusTooManyRequests, w.Code)
-		assert.Contains(t, problem(t, w)["detail"], "in flight")
+		assert.Contains(t, problem(t, w)["detail"], "limit of 5 exceeded")
 		close(gate)
 		wg.Wait()
 		close(codes)
 		for c := range codes {
 			assert.Equal(t, http.StatusOK, c)
 		}
-		// 10 per minute: 6 used (5 slow + the refused one counted nothing
-		// of the rate limits, since in-flight refused it first).
+		// 10 per minute: 5 used by the slow ones; the refused one took
+		// nothing from any limit (the rule's limits are all or nothing).
 		assert.Equal(t, 5, admitted(h, 7, "GET", "/fast", a))
 		time.Sleep(time.Minute)
 		assert.Equal(t, 10, admitted(h, 12, "GET", "/fast", a))

@@ -141,7 +141,7 @@ func TestPolicyFileErrors(t *testing.T) {
 	}
 	for _, c := range yamlCases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := server.ParsePolicyYAML([]byte(c.body))
+			p, err := server.ParsePolicy([]byte(c.body), "yaml")
 			require.Error(t, err)
 			assert.Nil(t, p)
 			assert.Contains(t, err.Error(), c.want)
@@ -166,7 +166,7 @@ func TestPolicyFileErrors(t *testing.T) {
 	}
 	for _, c := range jsonCases {
 		t.Run("json "+c.name, func(t *testing.T) {
-			p, err := server.ParsePolicyJSON([]byte(c.body))
+			p, err := server.ParsePolicy([]byte(c.body), "json")
 			require.Error(t, err)
 			assert.Nil(t, p)
 			assert.Contains(t, err.Error(), c.want)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"strconv"
 
 	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/keyextract"
@@ -44,6 +43,7 @@ type RateLimiter struct {
 	observe    func(Event)
 	near       nearLimit
 	policy     *Policy
+	holds      bool // whether repo's permits stay taken until Release
 }
 
 // nearLimit is the "near limit" signal: a threshold in per-mille (integer
@@ -143,6 +143,10 @@ func New(repo repository.Repository, opts ...Option) *RateLimiter {
 	}
 	if rl.repo == nil && rl.policy == nil {
 		panic("server: New: nil repository and no policy")
+	}
+	rl.holds = true
+	if h, ok := rl.repo.(limiters.PermitHolder); ok {
+		rl.holds = h.HoldsPermits()
 	}
 	return rl
 }
@@ -265,19 +269,16 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 		return
 	}
 	n := rl.weight(req)
-	d, err := rl.repo.TryAcquire(r.Context(), key, n)
+	d, err := tryAcquire(r.Context(), rl.repo, key, n)
 	if err != nil {
 		rl.failed(w, r, next, Event{Key: key, Cost: n, Err: err, Request: r})
 		return
-	}
-	if n == 0 {
-		d.Allowed = true // a peek: admitted, charged nothing
 	}
 	h := w.Header()
 	headers.Write(h, rl.advertise(r.Context(), key, d), rl.style)
 	if !d.Allowed {
 		rl.emit(Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r})
-		rl.reject(w, r, d, exceedsDetail(n, d))
+		rl.reject(w, r, d, exceedsDetail(n, d.Limit, ""))
 		return
 	}
 	if rl.observe != nil {
@@ -286,19 +287,10 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 	if rl.isNear(d) {
 		rl.nearLimit(h, Event{Kind: EventNearLimit, Key: key, Cost: n, Decision: d, Request: r})
 	}
-	if n > 0 {
+	if n > 0 && rl.holds {
 		defer rl.repo.Release(context.Background(), key, n)
 	}
 	next.ServeHTTP(w, r)
-}
-
-// exceedsDetail explains a rejection of a request that could never be
-// admitted, or returns "" for an ordinary rejection.
-func exceedsDetail(n int, d limiters.Decision) string {
-	if d.Limit > 0 && n > d.Limit {
-		return "the request costs " + strconv.Itoa(n) + ", more than the limit of " + strconv.Itoa(d.Limit) + " allows at once"
-	}
-	return ""
 }
 
 func (rl *RateLimiter) emit(ev Event) {
