@@ -9,7 +9,7 @@ import (
 )
 
 // ErrNoCostCaps is returned by ChargeCost for a context that is not that of
-// a request admitted under a Policy rule with cost caps.
+// a request admitted under a Policy rule with cost caps (and WithChargeAfter).
 var ErrNoCostCaps = errors.New("server: no cost caps for this request")
 
 // chargeKey is the context key of a request's *charge.
@@ -23,7 +23,8 @@ type charge struct {
 }
 
 // ChargeCost charges cost more units to the cost caps of the Policy rule
-// that admitted a request, for a cost known only once the handler has run:
+// that admitted a request (under a Policy made WithChargeAfter), for a cost
+// known only once the handler has run:
 // the tokens an LLM completion used, the bytes a download sent. ctx is the
 // request's context, as the handler got it (or one derived from it); its
 // cancellation does not stop the charge.
@@ -35,7 +36,8 @@ type charge struct {
 // zero or less charges nothing and reports the caps' state.
 //
 // It fails with ErrNoCostCaps when ctx is not that of a request admitted by
-// a rule with CostCaps, and with the repository's error.
+// a rule with CostCaps under a Policy made WithChargeAfter, and with the
+// repository's error.
 func ChargeCost(ctx context.Context, cost int) (limiters.Decision, error) {
 	c, _ := ctx.Value(chargeKey{}).(*charge)
 	if c == nil {

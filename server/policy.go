@@ -111,11 +111,12 @@ type Policy struct {
 	block       []netip.Prefix
 	sets        []*limitSet // every rule's, in the order built
 
-	storage  func(specs []limiters.Spec) (repository.Repository, error)
-	mem      *memoryStore // the default storage; nil with WithStorage
-	planOf   func(keyextract.Request) string
-	capCost  func(keyextract.Request) int
-	clientIP keyextract.Extractor
+	storage     func(specs []limiters.Spec) (repository.Repository, error)
+	mem         *memoryStore // the default storage; nil with WithStorage
+	planOf      func(keyextract.Request) string
+	capCost     func(keyextract.Request) int
+	clientIP    keyextract.Extractor
+	chargeAfter bool // WithChargeAfter
 }
 
 type plan struct {
@@ -176,6 +177,13 @@ func WithClientIP(e keyextract.Extractor) PolicyOption {
 		}
 	}
 }
+
+// WithChargeAfter lets handlers charge their rule's cost caps once they
+// know what a request cost, with ChargeCost: the request that reaches the
+// handler of a rule with CostCaps then carries what ChargeCost needs in its
+// context. It costs the middleware a shallow copy of each such request
+// (http.Request.WithContext), so it is off by default.
+func WithChargeAfter() PolicyOption { return func(p *Policy) { p.chargeAfter = true } }
 
 // WithStorage sets where a policy's limits live, for example on Redis, so
 // that a fleet of servers shares them. f is called while the policy is

@@ -129,7 +129,7 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 			}
 		}
 	}
-	if ru.caps != nil {
+	if ru.caps != nil && p.chargeAfter {
 		r = r.WithContext(context.WithValue(r.Context(), chargeKey{}, &charge{repo: ru.caps.repo, key: caller}))
 	}
 	next.ServeHTTP(w, r)
