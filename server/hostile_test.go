@@ -211,3 +211,33 @@ type closeCounter struct {
 }
 
 func (c *closeCounter) Close() error { c.closed++; return nil }
+
+// BenchmarkPolicyWorstCase measures parsing the worst policies the caps
+// allow: the largest flat file (MaxPolicySize of distinct endpoint rules),
+// the alias bomb of 38 KB and of 1 MiB (refused once its expansion passes
+// MaxPolicyNodes), and the largest bomb that is accepted (32³ specs).
+func BenchmarkPolicyWorstCase(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"flat=1MiB", flatPolicy(server.MaxPolicySize), true},
+		{"bomb=1000", aliasBomb(1000), false},
+		{"aliases=32", aliasBomb(32), true},
+		{"bomb=1MiB", aliasBomb(21000), false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			require.LessOrEqual(b, len(c.data), server.MaxPolicySize)
+			b.ReportAllocs()
+			b.ReportMetric(float64(len(c.data)), "file-bytes")
+			for b.Loop() {
+				p, err := server.ParsePolicy(c.data, "yaml")
+				require.Equal(b, c.ok, err == nil, "%v", err)
+				if p != nil {
+					p.Close()
+				}
+			}
+		})
+	}
+}

@@ -179,27 +179,17 @@ func decodeYAML(data []byte) (PolicyConfig, *yaml.Node, error) {
 	if doc.Kind != yaml.MappingNode {
 		return PolicyConfig{}, nil, &PolicyError{Line: doc.Line, Column: doc.Column, Err: errors.New("want a mapping of policy fields")}
 	}
-	c := checker{budget: MaxPolicyNodes}
-	if err := c.check(doc, reflect.TypeFor[PolicyConfig](), nil); err != nil {
-		return PolicyConfig{}, nil, err
-	}
 	var cfg PolicyConfig
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		return PolicyConfig{}, nil, yamlError(err) // check should have caught it
+	d := decoder{budget: MaxPolicyNodes}
+	if err := d.decode(doc, reflect.ValueOf(&cfg).Elem(), nil); err != nil {
+		return PolicyConfig{}, nil, err
 	}
 	return cfg, doc, nil
 }
 
 // yamlError turns yaml.v3's "yaml: line 3: ..." into a *PolicyError.
 func yamlError(err error) error {
-	msg := err.Error()
-	var te *yaml.TypeError
-	if errors.As(err, &te) && len(te.Errors) > 0 {
-		msg = te.Errors[0]
-	}
-	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	pe := &PolicyError{}
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if num, tail, ok := strings.Cut(rest, ":"); ok {
@@ -217,46 +207,50 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// checker walks a YAML node tree against the Go type it will decode into.
-// budget is how many more nodes it may visit, each alias counted at every
-// use: the bound that keeps nested aliases from costing more than
-// MaxPolicyNodes visits.
-type checker struct{ budget int }
+// decoder decodes a YAML node tree into the Go value of a policy, strictly:
+// it reports the first mismatch with its field path and position (unknown
+// or repeated fields, numbers for durations, malformed rates, wrong kinds of
+// values). It is ours rather than yaml.v3's Decode for two bounds: budget is
+// how many more nodes it may visit, each alias counted at every use, so
+// nested aliases cost at most MaxPolicyNodes visits; and repeated keys are
+// found with a map, where yaml.v3 compares every pair of a mapping's keys.
+type decoder struct{ budget int }
 
-// check walks n against t and reports the first mismatch with its field
-// path and position: unknown fields, numbers for durations, malformed rates,
-// wrong kinds of values, or too many nodes once aliases are expanded.
-func (c *checker) check(n *yaml.Node, t reflect.Type, path []seg) error {
+// decode decodes n into v, which is settable and zero.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path []seg) error {
 	fail := func(format string, args ...any) error {
 		return &PolicyError{Line: n.Line, Column: n.Column, Path: joinPath(path), Err: fmt.Errorf(format, args...)}
 	}
-	if c.budget--; c.budget < 0 {
+	if d.budget--; d.budget < 0 {
 		return fail("more than MaxPolicyNodes (%d) YAML nodes once aliases are expanded", MaxPolicyNodes)
 	}
 	if n.Kind == yaml.AliasNode {
-		return c.check(n.Alias, t, path)
+		return d.decode(n.Alias, v, path)
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	if v.Kind() == reflect.Pointer {
+		v.Set(reflect.New(v.Type().Elem()))
+		v = v.Elem()
 	}
+	t := v.Type()
 	switch {
 	case t == durationType:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 			return fail("want a duration string such as \"1m\" or \"2s\", got %s", describe(n))
 		}
-		if _, err := time.ParseDuration(n.Value); err != nil {
+		dur, err := time.ParseDuration(n.Value)
+		if err != nil {
 			return fail("want a duration such as \"1m\" or \"2s\", got %s", quote(n.Value))
 		}
+		v.SetInt(int64(dur))
 		return nil
 	case reflect.PointerTo(t).Implements(textUnmarshalerType):
 		if n.Kind != yaml.ScalarNode {
 			return fail("want a string, got %s", describe(n))
 		}
-		v := reflect.New(t).Interface().(encoding.TextUnmarshaler)
-		if err := v.UnmarshalText([]byte(n.Value)); err != nil {
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
 			return fail("%v", err)
 		}
 		return nil
@@ -266,13 +260,18 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path []seg) error {
 		if n.Kind != yaml.MappingNode {
 			return fail("want a mapping, got %s", describe(n))
 		}
+		var seen uint64 // by field index
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
+			k := n.Content[i]
 			f, ok := fieldByTag(t, k.Value)
 			if !ok {
 				return &PolicyError{Line: k.Line, Column: k.Column, Path: joinPath(path), Err: fmt.Errorf("unknown field %s; want one of %s", quote(k.Value), strings.Join(fieldNames(t), ", "))}
 			}
-			if err := c.check(v, f.Type, append(slices.Clip(path), name(k.Value))); err != nil {
+			if seen&(1<<f) != 0 {
+				return &PolicyError{Line: k.Line, Column: k.Column, Path: joinPath(path), Err: fmt.Errorf("field %s given twice", quote(k.Value))}
+			}
+			seen |= 1 << f
+			if err := d.decode(n.Content[i+1], v.Field(f), append(slices.Clip(path), name(k.Value))); err != nil {
 				return err
 			}
 		}
@@ -280,21 +279,29 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path []seg) error {
 		if n.Kind != yaml.MappingNode {
 			return fail("want a mapping, got %s", describe(n))
 		}
+		v.Set(reflect.MakeMapWithSize(t, len(n.Content)/2))
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
+			k := n.Content[i]
 			if k.Kind != yaml.ScalarNode {
 				return fail("want string keys")
 			}
-			if err := c.check(v, t.Elem(), append(slices.Clip(path), name(k.Value))); err != nil {
+			key := reflect.ValueOf(k.Value)
+			if v.MapIndex(key).IsValid() {
+				return &PolicyError{Line: k.Line, Column: k.Column, Path: joinPath(path), Err: fmt.Errorf("key %s given twice", quote(k.Value))}
+			}
+			elem := reflect.New(t.Elem()).Elem()
+			if err := d.decode(n.Content[i+1], elem, append(slices.Clip(path), name(k.Value))); err != nil {
 				return err
 			}
+			v.SetMapIndex(key, elem)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			return fail("want a list, got %s", describe(n))
 		}
-		for i, v := range n.Content {
-			if err := c.check(v, t.Elem(), append(slices.Clip(path), at(i))); err != nil {
+		v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
+		for i, e := range n.Content {
+			if err := d.decode(e, v.Index(i), append(slices.Clip(path), at(i))); err != nil {
 				return err
 			}
 		}
@@ -302,13 +309,18 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path []seg) error {
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 			return fail("want a string, got %s", describe(n))
 		}
+		v.SetString(n.Value)
 	case reflect.Int:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 			return fail("want an integer, got %s", describe(n))
 		}
-		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, strconv.IntSize); err != nil {
+		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, strconv.IntSize)
+		if err != nil {
 			return fail("want an integer, got %s", truncate(n.Value))
 		}
+		v.SetInt(i)
+	default:
+		return fail("cannot decode into %s", t) // no such field in a PolicyConfig
 	}
 	return nil
 }
@@ -349,15 +361,14 @@ func truncate(s string) string {
 // quote is strconv.Quote of truncate(s).
 func quote(s string) string { return strconv.Quote(truncate(s)) }
 
-// fieldByTag finds t's field whose yaml tag is name.
-func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+// fieldByTag finds the index of t's field whose yaml tag is name.
+func fieldByTag(t reflect.Type, name string) (int, bool) {
 	for i := range t.NumField() {
-		f := t.Field(i)
-		if tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); tag == name && tag != "-" {
-			return f, true
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag == name && tag != "-" {
+			return i, true
 		}
 	}
-	return reflect.StructField{}, false
+	return 0, false
 }
 
 func fieldNames(t reflect.Type) []string {
