@@ -185,8 +185,8 @@ func WithClientIP(e keyextract.Extractor) PolicyOption {
 // (http.Request.WithContext), so it is off by default.
 func WithChargeAfter() PolicyOption { return func(p *Policy) { p.chargeAfter = true } }
 
-// WithStorage sets where a policy's limits live, for example on Redis, so
-// that a fleet of servers shares them. f is called while the policy is
+// WithStorage sets where a policy's limits live, for example in a store
+// that a fleet of servers shares. f is called while the policy is
 // built: once for each rule's Limits, and once more for its CostCaps if it
 // has any, with those specs (already validated). It returns one repository,
 // keyed by the caller's key, that decides all of them at once, all or

@@ -92,8 +92,9 @@ func WithOnRejected(f func(w http.ResponseWriter, r *http.Request, d limiters.De
 	return func(rl *RateLimiter) { rl.onRejected = f }
 }
 
-// WithFailOpen says what happens when the repository fails (Redis down, a
-// closed repository, repository.ErrTooManyKeys): fail open (true, the
+// WithFailOpen says what happens when the repository fails (a closed
+// repository, repository.ErrTooManyKeys, a remote store that does not
+// answer): fail open (true, the
 // default) admits the request without rate-limit fields, so an outage of the
 // limiter is not an outage of the API; fail closed (false) answers 503
 // Service Unavailable. Either way the observer sees an EventError.
