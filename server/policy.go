@@ -48,13 +48,15 @@ type PolicyConfig struct {
 	// Block lists IP addresses and CIDR prefixes answered with 403
 	// Forbidden. Block wins over Allow.
 	Block []string `json:"block" yaml:"block"`
-	// MaxKeys bounds how many limiters the policy holds at once (one per
-	// caller, per rule, per kind of limit); DefaultMaxKeys when zero. See
-	// repository.WithMaxKeys for what happens beyond it.
+	// MaxKeys bounds how many limiters the policy holds at once in its
+	// default storage (one per caller and rule for its limits, and one
+	// more for its cost caps); DefaultMaxKeys when zero. See
+	// repository.WithMaxKeys for what happens beyond it. WithStorage
+	// ignores it.
 	MaxKeys int `json:"max_keys" yaml:"max_keys"`
 	// IdleTimeout forgets a caller's limiter once it is full again and has
 	// not been used for this long (repository.WithIdleTimeout); zero keeps
-	// limiters until MaxKeys evicts them.
+	// limiters until MaxKeys evicts them. WithStorage ignores it.
 	IdleTimeout time.Duration `json:"idle_timeout" yaml:"idle_timeout"`
 }
 
@@ -73,8 +75,9 @@ type Plan struct {
 // Rule is the limits on one endpoint (or a plan's default), per caller.
 type Rule struct {
 	// Limits must all admit a request, each charged the request's weight
-	// (WithCost, default 1): e.g. 10 per minute and 1000 per day and 5 in
-	// flight (algorithm concurrency, given back when the handler returns).
+	// (WithCost, default 1), all or nothing: e.g. 10 per minute and 1000
+	// per day and 5 in flight (algorithm concurrency, given back when the
+	// handler returns).
 	Limits []limiters.Spec `json:"limits" yaml:"limits"`
 	// CostCaps are charged the request's cost (WithCapCost), e.g. LLM
 	// tokens or cents per hour and per day, separately from Limits. A
