@@ -22,7 +22,10 @@
 // rejection is 429 Too Many Requests with Retry-After and an RFC 9457
 // application/problem+json body ([Problem]): type
 // https://iana.org/assignments/http-problem-types#quota-exceeded, title,
-// status, detail, retry_after (seconds) and violated-policies.
+// status, detail, retry_after (seconds) and violated-policies. The IETF
+// draft's other two types, temporary-reduced-capacity (503) and
+// abnormal-usage-detected, are sent when a policy Rule's Problem or
+// [WithProblemType] says so.
 //
 // Behaviours worth knowing:
 //

@@ -89,6 +89,11 @@ type Rule struct {
 	// MaxDelay bounds the wait of the Delay action; it must be positive
 	// with Delay and zero otherwise.
 	MaxDelay time.Duration `json:"max_delay" yaml:"max_delay"`
+	// Problem is the problem type of the rule's rejections, by its name in
+	// the IETF draft: "quota-exceeded" (the default, also written ""),
+	// "temporary-reduced-capacity" (answered with 503) or
+	// "abnormal-usage-detected". See WithProblemType to decide per request.
+	Problem string `json:"problem" yaml:"problem"`
 }
 
 // Policy chooses limits per request: it resolves the request's plan, matches
@@ -136,6 +141,7 @@ type rule struct {
 	caps     *limitSet // nil when the rule has no CostCaps
 	action   Action
 	maxDelay time.Duration
+	problem  string // a ProblemType constant
 }
 
 // ServeHTTP is never called: a rule is registered in its plan's ServeMux
@@ -407,6 +413,10 @@ func (p *Policy) compileRule(path []seg, planName, endpoint string, cr Rule) (*r
 		}
 	default:
 		return nil, pathError(append(path, name("action")), fmt.Errorf("unknown action %s; want block, delay or shadow", quote(string(cr.Action))))
+	}
+	var ok bool
+	if r.problem, ok = problemTypes[cr.Problem]; !ok {
+		return nil, pathError(append(path, name("problem")), fmt.Errorf("unknown problem type %s; want quota-exceeded, temporary-reduced-capacity or abnormal-usage-detected", quote(cr.Problem)))
 	}
 	if len(cr.Limits) == 0 && len(cr.CostCaps) == 0 {
 		return nil, pathError(path, errors.New("a rule needs limits or cost_caps"))

@@ -109,7 +109,7 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 		headers.Write(h, o.d, rl.style)
 		ev.Kind, ev.Err = EventRejected, o.waitErr
 		rl.emit(ev)
-		rl.reject(w, r, o.d, o.detail)
+		rl.reject(w, ev, ru.problem, o.detail)
 		return
 	}
 	if ru.action != Shadow {

@@ -46,6 +46,10 @@ import (
 //	          - {algorithm: concurrency, limit: 5}
 //	        cost_caps:
 //	          - {algorithm: fixed_window, limit: 100000, window: 1h}
+//	      "POST /api/export":
+//	        problem: temporary-reduced-capacity # 503 (default: quota-exceeded, 429)
+//	        limits:
+//	          - {algorithm: concurrency, limit: 1}
 //	  pro:
 //	    default:
 //	      limits:

@@ -33,17 +33,18 @@ var ErrNoRepository = errors.New("server: no repository")
 // A RateLimiter is safe for concurrent use. It holds no goroutines and needs
 // no Close; close the repository (or Policy) it was given when done.
 type RateLimiter struct {
-	repo       repository.Repository
-	key        keyextract.Extractor
-	anon       string
-	style      headers.Style
-	cost       func(keyextract.Request) int
-	onRejected func(http.ResponseWriter, *http.Request, limiters.Decision)
-	failOpen   bool
-	observe    func(Event)
-	near       nearLimit
-	policy     *Policy
-	holds      bool // whether repo's permits stay taken until Release
+	repo        repository.Repository
+	key         keyextract.Extractor
+	anon        string
+	style       headers.Style
+	cost        func(keyextract.Request) int
+	onRejected  func(http.ResponseWriter, *http.Request, limiters.Decision)
+	failOpen    bool
+	observe     func(Event)
+	near        nearLimit
+	policy      *Policy
+	holds       bool // whether repo's permits stay taken until Release
+	problemType func(Event) string
 }
 
 // nearLimit is the "near limit" signal: a threshold in per-mille (integer
@@ -99,6 +100,17 @@ func WithOnRejected(f func(w http.ResponseWriter, r *http.Request, d limiters.De
 // limiter is not an outage of the API; fail closed (false) answers 503
 // Service Unavailable. Either way the observer sees an EventError.
 func WithFailOpen(open bool) Option { return func(rl *RateLimiter) { rl.failOpen = open } }
+
+// WithProblemType lets f choose the problem type of each rejection, seeing
+// its Event (kind EventRejected): ProblemTypeTemporaryReducedCapacity
+// during an incident, say, or ProblemTypeAbnormalUsageDetected for a
+// caller an abuse detector flagged. An empty result keeps the type the
+// rejection had: ProblemTypeQuotaExceeded, or a policy Rule's Problem. The
+// body is as RateLimited writes it, with Problem.WithType's status and
+// title. WithOnRejected, if given, writes the response instead.
+func WithProblemType(f func(Event) string) Option {
+	return func(rl *RateLimiter) { rl.problemType = f }
+}
 
 // WithObserver calls f for every decision (see Event), synchronously, on the
 // request's goroutine: f must be fast and safe for concurrent use.
@@ -278,8 +290,9 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 	h := w.Header()
 	headers.Write(h, rl.advertise(r.Context(), key, d), rl.style)
 	if !d.Allowed {
-		rl.emit(Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r})
-		rl.reject(w, r, d, exceedsDetail(n, d.Limit, ""))
+		ev := Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r}
+		rl.emit(ev)
+		rl.reject(w, ev, ProblemTypeQuotaExceeded, exceedsDetail(n, d.Limit, ""))
 		return
 	}
 	if rl.observe != nil {
@@ -319,11 +332,18 @@ func (rl *RateLimiter) failed(w http.ResponseWriter, r *http.Request, next http.
 	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Detail: "the rate limiter is unavailable"})
 }
 
-// reject answers a rejected request; the rate-limit fields are already set.
-func (rl *RateLimiter) reject(w http.ResponseWriter, r *http.Request, d limiters.Decision, detail string) {
+// reject answers a rejected request, described by ev, with problem type
+// typ unless WithProblemType says otherwise; the rate-limit fields are
+// already set.
+func (rl *RateLimiter) reject(w http.ResponseWriter, ev Event, typ, detail string) {
 	if rl.onRejected != nil {
-		rl.onRejected(w, r, d)
+		rl.onRejected(w, ev.Request, ev.Decision)
 		return
 	}
-	WriteProblem(w, RateLimited(d, detail))
+	if rl.problemType != nil {
+		if t := rl.problemType(ev); t != "" {
+			typ = t
+		}
+	}
+	WriteProblem(w, RateLimited(ev.Decision, detail).WithType(typ))
 }

@@ -328,3 +328,58 @@ func TestLastPermitAdvertisesTheNextPermit(t *testing.T) {
 		assert.Equal(t, "60", denied.Header().Get("Retry-After"))
 	})
 }
+
+func TestProblemTypes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A Policy rule chooses its rejections' type.
+		p := mustPolicy(t, server.PolicyConfig{Plans: map[string]server.Plan{"p": {
+			Endpoints: map[string]server.Rule{
+				"/busy":  {Limits: []limiters.Spec{fixed(1, time.Hour)}, Problem: "temporary-reduced-capacity"},
+				"/abuse": {Limits: []limiters.Spec{fixed(1, time.Hour)}, Problem: "abnormal-usage-detected"},
+				"/quota": {Limits: []limiters.Spec{fixed(1, time.Hour)}},
+			},
+		}}})
+		h := server.New(nil, server.WithPolicy(p)).Middleware(ok)
+		for _, c := range []struct {
+			path, typ string
+			status    int
+		}{
+			{"/busy", server.ProblemTypeTemporaryReducedCapacity, http.StatusServiceUnavailable},
+			{"/abuse", server.ProblemTypeAbnormalUsageDetected, http.StatusTooManyRequests},
+			{"/quota", server.ProblemTypeQuotaExceeded, http.StatusTooManyRequests},
+		} {
+			require.Equal(t, http.StatusOK, do(h, "GET", c.path, "192.0.2.1:1").Code)
+			w := do(h, "GET", c.path, "192.0.2.1:1")
+			assert.Equal(t, c.status, w.Code, c.path)
+			assert.NotEmpty(t, w.Header().Get("Retry-After"), c.path)
+			pr := problem(t, w)
+			assert.Equal(t, c.typ, pr["type"], c.path)
+			assert.EqualValues(t, c.status, pr["status"], c.path)
+			assert.Equal(t, []any{"default"}, pr["violated-policies"], c.path)
+		}
+
+		// WithProblemType decides per rejection, from its event.
+		repo := windowRepo(1)
+		defer repo.Close()
+		flagged := func(ev server.Event) string {
+			if ev.Key == "192.0.2.66" {
+				return server.ProblemTypeAbnormalUsageDetected
+			}
+			return ""
+		}
+		h = server.New(repo, server.WithProblemType(flagged)).Middleware(ok)
+		for _, c := range []struct{ remote, typ string }{
+			{"192.0.2.66:1", server.ProblemTypeAbnormalUsageDetected},
+			{"192.0.2.7:1", server.ProblemTypeQuotaExceeded},
+		} {
+			do(h, "GET", "/", c.remote)
+			w := do(h, "GET", "/", c.remote)
+			require.Equal(t, http.StatusTooManyRequests, w.Code)
+			assert.Equal(t, c.typ, problem(t, w)["type"])
+		}
+	})
+	_, err := server.NewPolicy(server.PolicyConfig{Plans: map[string]server.Plan{"p": {
+		Default: &server.Rule{Limits: []limiters.Spec{fixed(1, time.Hour)}, Problem: "slow-down"},
+	}}})
+	assert.EqualError(t, err, `server: policy: plans.p.default.problem: unknown problem type "slow-down"; want quota-exceeded, temporary-reduced-capacity or abnormal-usage-detected`)
+}
