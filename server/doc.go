@@ -81,11 +81,12 @@
 //
 //	go test -run='^$' -bench=PolicyWorstCase -benchtime=5x ./server
 //
-// on a 2-core AMD EPYC: the largest flat file (1 MiB, 14,717 endpoint
-// rules) parses and compiles in about 0.2 s, allocating 104 MB in all; the
-// alias bomb is refused in 0.1 s (38 KB, 83 MB allocated) to 0.15 s (1 MiB,
-// 119 MB); the largest bomb accepted (32 plans × 32 endpoints × 32 limits)
-// takes 0.06 s and 61 MB.
+// on a 2-core AMD EPYC shared with other work (so the times vary twofold),
+// allocating in all (an upper bound on the heap a parse needs): the largest
+// flat file (1 MiB, 14,717 endpoint rules) parses and compiles in 0.16 to
+// 0.33 s and 76 MB; the alias bomb is refused in 0.04 to 0.08 s and 5.7 MB
+// at 38 KB, 0.1 to 0.18 s and 43 MB at 1 MiB; the largest bomb accepted (32
+// plans × 32 endpoints × 32 limits) takes 0.03 to 0.1 s and 12 MB.
 //
 // # Near the limit
 //

@@ -185,8 +185,11 @@ func decodeYAML(data []byte) (PolicyConfig, *yaml.Node, error) {
 	}
 	var cfg PolicyConfig
 	d := decoder{budget: MaxPolicyNodes}
-	if err := d.decode(doc, reflect.ValueOf(&cfg).Elem(), nil); err != nil {
-		return PolicyConfig{}, nil, err
+	if err := d.decode(doc, reflect.ValueOf(&cfg).Elem()); err != nil {
+		pe := err.(*PolicyError)
+		slices.Reverse(pe.path) // gathered from the failing node up
+		pe.Path = joinPath(pe.path)
+		return PolicyConfig{}, nil, pe
 	}
 	return cfg, doc, nil
 }
@@ -220,16 +223,18 @@ var (
 // found with a map, where yaml.v3 compares every pair of a mapping's keys.
 type decoder struct{ budget int }
 
-// decode decodes n into v, which is settable and zero.
-func (d *decoder) decode(n *yaml.Node, v reflect.Value, path []seg) error {
+// decode decodes n into v, which is settable and zero. Its error is a
+// *PolicyError whose path is gathered as the recursion unwinds, from the
+// failing node up (see within), so that the walk allocates no paths.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value) error {
 	fail := func(format string, args ...any) error {
-		return &PolicyError{Line: n.Line, Column: n.Column, Path: joinPath(path), Err: fmt.Errorf(format, args...)}
+		return &PolicyError{Line: n.Line, Column: n.Column, Err: fmt.Errorf(format, args...)}
 	}
 	if d.budget--; d.budget < 0 {
 		return fail("more than MaxPolicyNodes (%d) YAML nodes once aliases are expanded", MaxPolicyNodes)
 	}
 	if n.Kind == yaml.AliasNode {
-		return d.decode(n.Alias, v, path)
+		return d.decode(n.Alias, v)
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
@@ -269,14 +274,14 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path []seg) error {
 			k := n.Content[i]
 			f, ok := fieldByTag(t, k.Value)
 			if !ok {
-				return &PolicyError{Line: k.Line, Column: k.Column, Path: joinPath(path), Err: fmt.Errorf("unknown field %s; want one of %s", quote(k.Value), strings.Join(fieldNames(t), ", "))}
+				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("unknown field %s; want one of %s", quote(k.Value), strings.Join(fieldNames(t), ", "))}
 			}
 			if seen&(1<<f) != 0 {
-				return &PolicyError{Line: k.Line, Column: k.Column, Path: joinPath(path), Err: fmt.Errorf("field %s given twice", quote(k.Value))}
+				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("field %s given twice", quote(k.Value))}
 			}
 			seen |= 1 << f
-			if err := d.decode(n.Content[i+1], v.Field(f), append(slices.Clip(path), name(k.Value))); err != nil {
-				return err
+			if err := d.decode(n.Content[i+1], v.Field(f)); err != nil {
+				return within(err, name(k.Value))
 			}
 		}
 	case reflect.Map:
@@ -291,11 +296,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path []seg) error {
 			}
 			key := reflect.ValueOf(k.Value)
 			if v.MapIndex(key).IsValid() {
-				return &PolicyError{Line: k.Line, Column: k.Column, Path: joinPath(path), Err: fmt.Errorf("key %s given twice", quote(k.Value))}
+				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("key %s given twice", quote(k.Value))}
 			}
 			elem := reflect.New(t.Elem()).Elem()
-			if err := d.decode(n.Content[i+1], elem, append(slices.Clip(path), name(k.Value))); err != nil {
-				return err
+			if err := d.decode(n.Content[i+1], elem); err != nil {
+				return within(err, name(k.Value))
 			}
 			v.SetMapIndex(key, elem)
 		}
@@ -305,8 +310,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path []seg) error {
 		}
 		v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
 		for i, e := range n.Content {
-			if err := d.decode(e, v.Index(i), append(slices.Clip(path), at(i))); err != nil {
-				return err
+			if err := d.decode(e, v.Index(i)); err != nil {
+				return within(err, at(i))
 			}
 		}
 	case reflect.String:
@@ -327,6 +332,14 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path []seg) error {
 		return fail("cannot decode into %s", t) // no such field in a PolicyConfig
 	}
 	return nil
+}
+
+// within adds s, the step that led to a failing node, to the path of
+// decode's error.
+func within(err error, s seg) error {
+	pe := err.(*PolicyError)
+	pe.path = append(pe.path, s)
+	return err
 }
 
 // describe names what a node holds, for error messages.
