@@ -135,7 +135,6 @@ type plan struct {
 
 // rule is a compiled Rule.
 type rule struct {
-	plan     string
 	endpoint string    // "" for a plan's default
 	limits   *limitSet // nil when the rule has no Limits
 	caps     *limitSet // nil when the rule has no CostCaps
@@ -201,7 +200,8 @@ func WithChargeAfter() PolicyOption { return func(p *Policy) { p.chargeAfter = t
 // keyed by the caller's key, that decides all of them at once, all or
 // nothing, per key: TryAcquire grants n of every spec or none, Release gives
 // n of each back. An error fails NewPolicy. The policy closes the
-// repositories f returned when it is closed, or when NewPolicy fails.
+// repositories f returned whenever it is closed (so their Close must be
+// idempotent, as the Policy's is), or when NewPolicy fails.
 //
 // The default keeps them in memory: one repository.Memory for the whole
 // policy, bounded by the config's MaxKeys and IdleTimeout, whose limiter for
@@ -362,7 +362,7 @@ func (p *Policy) compilePlan(planName string, cp Plan) (*plan, error) {
 	pl := &plan{name: planName, mux: http.NewServeMux()}
 	for _, pattern := range slices.Sorted(maps.Keys(cp.Endpoints)) {
 		epath := append(slices.Clip(path), name("endpoints"), name(pattern))
-		r, err := p.compileRule(epath, planName, pattern, cp.Endpoints[pattern])
+		r, err := p.compileRule(epath, pattern, cp.Endpoints[pattern])
 		if err != nil {
 			return nil, err
 		}
@@ -371,7 +371,7 @@ func (p *Policy) compilePlan(planName string, cp Plan) (*plan, error) {
 		}
 	}
 	if cp.Default != nil {
-		r, err := p.compileRule(append(slices.Clip(path), name("default")), planName, "", *cp.Default)
+		r, err := p.compileRule(append(slices.Clip(path), name("default")), "", *cp.Default)
 		if err != nil {
 			return nil, err
 		}
@@ -397,8 +397,8 @@ func register(mux *http.ServeMux, pattern string, r *rule) (err error) {
 	return nil
 }
 
-func (p *Policy) compileRule(path []seg, planName, endpoint string, cr Rule) (*rule, error) {
-	r := &rule{plan: planName, endpoint: endpoint, action: cr.Action, maxDelay: cr.MaxDelay}
+func (p *Policy) compileRule(path []seg, endpoint string, cr Rule) (*rule, error) {
+	r := &rule{endpoint: endpoint, action: cr.Action, maxDelay: cr.MaxDelay}
 	if r.action == "" {
 		r.action = Block
 	}
