@@ -55,8 +55,10 @@ import (
 //	      limits:
 //	        - {algorithm: token_bucket, rate: 100/s, limit: 200}
 //
-// Unknown fields are errors, as are numbers where durations belong (60 is
-// not a minute) and rules that fail limiters.Spec.Validate.
+// Unknown or repeated fields and keys are errors, as are numbers where
+// durations belong (60 is not a minute) and rules that fail
+// limiters.Spec.Validate. At most MaxPolicySize bytes are read, and at most
+// MaxPolicyNodes nodes decoded.
 func LoadPolicy(path string, opts ...PolicyOption) (*Policy, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -194,3 +194,13 @@ func TestPolicyFromGoValues(t *testing.T) {
 	_, err := server.NewPolicy(server.PolicyConfig{})
 	assert.EqualError(t, err, "server: policy: plans: no plans")
 }
+
+func TestPolicyFileRepeatedKeys(t *testing.T) {
+	for body, want := range map[string]string{
+		"plans:\n  p: {default: {limits: [{algorithm: concurrency, limit: 1}]}}\n  p: {default: {limits: [{algorithm: concurrency, limit: 2}]}}\n": `server: policy:3:3: plans: key "p" given twice`,
+		"plans: {p: {default: {limits: [{algorithm: concurrency, limit: 1, limit: 2}]}}}\n":                                                        `server: policy:1:67: plans.p.default.limits[0]: field "limit" given twice`,
+	} {
+		_, err := server.ParsePolicy([]byte(body), "yaml")
+		assert.EqualError(t, err, want)
+	}
+}
