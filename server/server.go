@@ -95,10 +95,10 @@ func WithOnRejected(f func(w http.ResponseWriter, r *http.Request, d limiters.De
 
 // WithFailOpen says what happens when the repository fails (a closed
 // repository, repository.ErrTooManyKeys, a remote store that does not
-// answer): fail open (true, the
-// default) admits the request without rate-limit fields, so an outage of the
-// limiter is not an outage of the API; fail closed (false) answers 503
-// Service Unavailable. Either way the observer sees an EventError.
+// answer): fail open (true, the default) admits the request without
+// rate-limit fields, so an outage of the limiter is not an outage of the
+// API; fail closed (false) answers 503 Service Unavailable. Either way the
+// observer sees an EventError.
 func WithFailOpen(open bool) Option { return func(rl *RateLimiter) { rl.failOpen = open } }
 
 // WithProblemType lets f choose the problem type of each rejection, seeing
