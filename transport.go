@@ -141,10 +141,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if t.repo != nil {
 		t.holds = true
 	} else if t.lim != nil {
-		switch t.lim.(type) {
-		case *limiters.Concurrency, *limiters.ChainLimiter:
-			t.holds = true
-		}
+		t.holds = limiters.HoldsPermits(t.lim)
 	}
 	return t
 }
@@ -299,6 +296,15 @@ func (t *Transport) waitMax(ctx context.Context, start time.Time, acquire func(c
 	wctx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()
 	err := acquire(wctx)
+	var rej *limiters.RejectedError
+	if errors.As(err, &rej) {
+		// The limiter refused at once because wctx's deadline would pass:
+		// unless ctx's own deadline is the nearer bound, it was max wait.
+		if dl, ok := ctx.Deadline(); !ok || dl.After(start.Add(t.maxWait)) {
+			rej.Reason, rej.Cause = "max wait exceeded", nil
+		}
+		return err
+	}
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return &limiters.RejectedError{Reason: "max wait exceeded", RetryAfter: 0}
 	}

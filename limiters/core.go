@@ -11,10 +11,12 @@ import (
 // algo is one algorithm's arithmetic: pure functions of its state and the
 // time, with no locking, no goroutines and no timers. core serializes calls.
 type algo interface {
+	// algorithm is the algorithm's name, as a Spec writes it ("gcra"): what
+	// a *RejectedError names when the limiter has no WithName.
+	algorithm() string
 	// now reads the clock the algorithm counts in (nanoseconds).
 	now() int64
-	// limit is the most permits one request may ask for, and the capacity a
-	// Decision advertises.
+	// limit is the most permits one request may ask for.
 	limit() int
 	// wait is 0 when n permits can be taken at now; otherwise the delay until
 	// they could be, or never when time alone will not do it.
@@ -23,17 +25,13 @@ type algo interface {
 	take(now int64, n int)
 	// refund gives back n permits taken by a grant its caller abandoned.
 	refund(now int64, n int)
-	// state reports the permits free at now and the time until the limiter
-	// is fully replenished. queued is the number of permits waiting.
-	state(now int64, queued int) (remaining int, resetAfter int64)
+	// state reports the capacity a Decision advertises, the permits free at
+	// now and the time until the limiter is fully replenished. queued is
+	// the number of permits waiting.
+	state(now int64, queued int) (lim, remaining int, resetAfter int64)
 	// project is the delay until n permits could be granted to a request
 	// that queues behind every waiter from q on.
 	project(now int64, q *waiter, n int) int64
-}
-
-// releaser is implemented by algorithms that hold permits (Concurrency).
-type releaser interface {
-	release(n int) error
 }
 
 // waiter is one blocked Acquire call. ready is closed when it is granted
@@ -88,8 +86,9 @@ func (q *waitq) remove(w *waiter) {
 type core struct {
 	mu       sync.Mutex // guards everything below and the algorithm's state
 	alg      algo
-	cfg      *config
+	cfg      *config // immutable: changed only by replacing it (setQueueLimit)
 	q        *waitq
+	parent   *core // the Chain this limiter is a member of, told when permits come back
 	closed   bool
 	acquired int64
 	rejected int64
@@ -128,6 +127,15 @@ func (c *core) queuedPermits() int {
 	return c.q.permits
 }
 
+// name is what a *RejectedError calls this limiter: its WithName, else its
+// algorithm. c.mu must be held.
+func (c *core) name() string {
+	if c.cfg.name != "" {
+		return c.cfg.name
+	}
+	return c.alg.algorithm()
+}
+
 func checkN(n int) {
 	if n < 0 {
 		panic(fmt.Sprintf("limiters: negative permit count %d", n))
@@ -143,13 +151,12 @@ func (c *core) TryAcquire(n int) Decision {
 	t := c.alg.now() // read the clock outside the lock
 	c.mu.Lock()
 	now := c.clock(t)
-	lim := c.alg.limit()
 	head := c.head()
 	var retry int64
 	allowed := false
 	switch {
 	case c.closed:
-	case n > lim:
+	case n > c.alg.limit():
 	case n == 0 && head == nil:
 		retry = c.alg.wait(now, 1)
 		allowed = retry == 0
@@ -168,8 +175,7 @@ func (c *core) TryAcquire(n int) Decision {
 	if !allowed {
 		c.rejected += int64(n)
 	}
-	rem, reset := c.alg.state(now, c.queuedPermits())
-	lim = c.advertised(lim)
+	lim, rem, reset := c.alg.state(now, c.queuedPermits())
 	c.mu.Unlock()
 	if allowed || retry == never {
 		retry = 0
@@ -187,8 +193,10 @@ func (c *core) TryAcquire(n int) Decision {
 // early with ctx's error, with ErrQueueFull, with ErrClosed, with
 // ErrExceedsLimit when n is more than the limiter ever grants at once, or
 // with a *RejectedError when ctx's deadline would pass before its turn (the
-// turn counts every waiter ahead). An already-cancelled ctx returns its
-// error even when permits are free.
+// turn counts every waiter ahead; the error then also matches
+// context.DeadlineExceeded). An already-cancelled ctx returns its error even
+// when permits are free, and a ctx that ends while it waits returns ctx's
+// error holding nothing, even if the grant came at that very moment.
 func (c *core) Acquire(ctx context.Context, n int) error {
 	checkN(n)
 	if err := ctx.Err(); err != nil {
@@ -217,7 +225,7 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if ql := c.cfg.queueLimit; ql >= 0 && c.queuedPermits()+n > ql {
+	if ql := c.cfg.queueLimit; ql >= 0 && n > ql-c.queuedPermits() {
 		c.rejected += int64(n)
 		c.mu.Unlock()
 		return ErrQueueFull
@@ -226,8 +234,10 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 		d := c.alg.project(now, head, n)
 		if d != never && time.Duration(d) > time.Until(dl) {
 			c.rejected += int64(n)
+			err := &RejectedError{Limiter: c.name(), RetryAfter: time.Duration(d),
+				Reason: "would wait past the context deadline", Cause: context.DeadlineExceeded}
 			c.mu.Unlock()
-			return &RejectedError{Limiter: c.cfg.name, RetryAfter: time.Duration(d), Reason: "would wait past the context deadline"}
+			return err
 		}
 	}
 	if c.q == nil {
@@ -242,7 +252,12 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 
 	select {
 	case <-w.ready:
-		return w.err
+		// Granted (or failed) — but if ctx ended too, the grant may have
+		// landed after it, and select picks either case at random: a done
+		// ctx always wins, so a caller that gave up never holds permits.
+		if w.err != nil || ctx.Err() == nil {
+			return w.err
+		}
 	case <-ctx.Done():
 	}
 	c.mu.Lock()
@@ -266,7 +281,7 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 			c.dispatch(c.clock(c.alg.now()))
 		}
 	}
-	p := c.cfg.parent
+	p := c.parent
 	c.mu.Unlock()
 	p.wake()
 	return ctx.Err()
@@ -290,9 +305,9 @@ func (c *core) dispatch(now int64) {
 			return
 		}
 		if d != 0 {
-			if t+d > now {
-				c.arm(t + d - now)
-				q.due = t + d
+			if late := now - t; d > late {
+				c.arm(d - late)
+				q.due = satAdd(t, d)
 				return
 			}
 			t += d // fell due while the waker was late
@@ -337,41 +352,20 @@ func (c *core) wake() {
 	}
 	// Pass it up even with no waiters here: a Chain nested in a Chain has
 	// no waiters of its own, and its parent's waiters need the news.
-	p := c.cfg.parent
+	p := c.parent
 	c.mu.Unlock()
 	p.wake()
 }
 
-// Release gives back n permits. Only Concurrency holds permits; the rate
-// limiters ignore it.
-func (c *core) Release(n int) {
-	checkN(n)
-	r, ok := c.alg.(releaser)
-	if !ok || n == 0 {
-		return
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	err := r.release(n)
-	if c.head() != nil {
-		c.dispatch(c.clock(c.alg.now()))
-	}
-	p := c.cfg.parent
-	c.mu.Unlock()
-	if err != nil {
-		panic(err)
-	}
-	p.wake()
-}
+// Release gives back n permits. Only Concurrency holds permits (it, and
+// Chain, override this); the rate limiters ignore it.
+func (c *core) Release(n int) { checkN(n) }
 
 // Stats reports cumulative counters and the current state.
 func (c *core) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rem, _ := c.alg.state(c.clock(c.alg.now()), c.queuedPermits())
+	_, rem, _ := c.alg.state(c.clock(c.alg.now()), c.queuedPermits())
 	s := Stats{Acquired: c.acquired, Rejected: c.rejected, Available: rem}
 	if c.q != nil {
 		s.Queued = c.q.len
@@ -392,14 +386,19 @@ func (c *core) Close() error {
 	if c.q != nil {
 		for w := c.q.head; w != nil; {
 			next := w.next
-			w.err = ErrClosed
-			c.q.remove(w)
-			close(w.ready)
+			c.fail(w, ErrClosed)
 			w = next
 		}
 		c.q.stop()
 	}
 	return nil
+}
+
+// fail takes w out of the queue and wakes it with err. c.mu must be held.
+func (c *core) fail(w *waiter, err error) {
+	w.err = err
+	c.q.remove(w)
+	close(w.ready)
 }
 
 // stepper is what projectCopy needs of an algorithm whose state is a value.
@@ -410,7 +409,7 @@ type stepper interface {
 
 // projectCopy runs the queue from q on against a copy of the algorithm's
 // state, granting each waiter at its due time, and returns the delay until n
-// more permits could be granted.
+// more permits could be granted (never if that is beyond the clock's range).
 func projectCopy[S any, P interface {
 	*S
 	stepper
@@ -419,15 +418,23 @@ func projectCopy[S any, P interface {
 	t := now
 	for w := q; w != nil; w = w.next {
 		d := p.wait(t, w.n)
-		if d == never {
+		if d >= never-t {
 			return never
 		}
 		t += d
 		p.take(t, w.n)
 	}
 	d := p.wait(t, n)
-	if d == never {
+	if d >= never-t {
 		return never
 	}
 	return t + d - now
+}
+
+// satAdd returns a+b for b ≥ 0, saturating at MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

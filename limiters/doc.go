@@ -13,9 +13,9 @@
 //	Chain            all members must admit, all or nothing
 //	FromRate         adapts a golang.org/x/time/rate limiter
 //
-// Spec describes any of them as data (policy files, the rate-limit service),
-// and GCRAParams/GCRAState take GCRA apart for stores that keep millions of
-// keys as one timestamp each (repository.NewGCRA).
+// Spec describes any of the seven algorithms as data, the form policy files
+// and stores use, and GCRAParams/GCRAState take GCRA apart for stores that
+// keep millions of keys as one timestamp each (repository.NewGCRA).
 //
 // Most callers want TryAcquire (servers: admit or reject now, with a
 // Decision whose fields map onto rate-limit response headers) or Acquire

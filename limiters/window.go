@@ -37,8 +37,12 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) *FixedWindo
 	return fw
 }
 
-func (f *fixedWindow) now() int64 { return wallNow() }
-func (f *fixedWindow) limit() int { return f.lim }
+func (f *fixedWindow) algorithm() string { return AlgFixedWindow }
+func (f *fixedWindow) now() int64        { return wallNow() }
+func (f *fixedWindow) limit() int        { return f.lim }
+
+// left is the time from now to the end of the current window.
+func (f *fixedWindow) left(now int64) int64 { return satAdd(f.start-now, f.win) }
 
 // roll moves to now's window. It never moves back: a grant dated a little
 // in the past (a late waker's due time) counts in the current window.
@@ -50,10 +54,10 @@ func (f *fixedWindow) roll(now int64) {
 
 func (f *fixedWindow) wait(now int64, n int) int64 {
 	f.roll(now)
-	if f.count+n <= f.lim {
+	if n <= f.lim-f.count {
 		return 0
 	}
-	return f.start + f.win - now
+	return f.left(now)
 }
 
 func (f *fixedWindow) take(now int64, n int) {
@@ -66,9 +70,9 @@ func (f *fixedWindow) refund(now int64, n int) {
 	f.count = max(f.count-n, 0)
 }
 
-func (f *fixedWindow) state(now int64, _ int) (int, int64) {
+func (f *fixedWindow) state(now int64, _ int) (int, int, int64) {
 	f.roll(now)
-	return f.lim - f.count, f.start + f.win - now
+	return f.lim, max(f.lim-f.count, 0), f.left(now)
 }
 
 func (f *fixedWindow) project(now int64, q *waiter, n int) int64 {
@@ -115,8 +119,9 @@ func NewSlidingWindow(limit int, window time.Duration, opts ...Option) *SlidingW
 	return sw
 }
 
-func (s *slidingWindow) now() int64 { return wallNow() }
-func (s *slidingWindow) limit() int { return s.lim }
+func (s *slidingWindow) algorithm() string { return AlgSlidingWindow }
+func (s *slidingWindow) now() int64        { return wallNow() }
+func (s *slidingWindow) limit() int        { return s.lim }
 
 func (s *slidingWindow) roll(now int64) {
 	w := floorDiv(now, s.win) * s.win
@@ -131,7 +136,7 @@ func (s *slidingWindow) roll(now int64) {
 
 // fits reports whether prev·(win−e) + (curr+n)·win ≤ lim·win.
 func (s *slidingWindow) fits(e int64, prev, curr, n int) bool {
-	if curr+n > s.lim {
+	if n > s.lim-curr {
 		return false
 	}
 	return mulLE(int64(prev), s.win-e, int64(s.lim-curr-n), s.win)
@@ -140,10 +145,10 @@ func (s *slidingWindow) fits(e int64, prev, curr, n int) bool {
 // due is the elapsed time into a window with counts prev and curr from which
 // n more permits fit, or -1 if they never fit in that window.
 func (s *slidingWindow) due(prev, curr, n int) int64 {
-	room := s.lim - curr - n
-	if room < 0 {
+	if n > s.lim-curr {
 		return -1
 	}
+	room := s.lim - curr - n
 	if prev == 0 {
 		return 0
 	}
@@ -161,8 +166,7 @@ func (s *slidingWindow) wait(now int64, n int) int64 {
 		return s.start + d - now
 	}
 	// Not in this window: in the next, the current count becomes prev.
-	d := s.due(s.curr, 0, n)
-	return s.start + s.win + d - now
+	return satAdd(satAdd(s.start-now, s.win), s.due(s.curr, 0, n))
 }
 
 func (s *slidingWindow) take(now int64, n int) {
@@ -175,7 +179,7 @@ func (s *slidingWindow) refund(now int64, n int) {
 	s.curr = max(s.curr-n, 0)
 }
 
-func (s *slidingWindow) state(now int64, _ int) (int, int64) {
+func (s *slidingWindow) state(now int64, _ int) (int, int, int64) {
 	s.roll(now)
 	e := now - s.start
 	// The previous window's weight, rounded up so Remaining never promises
@@ -188,11 +192,11 @@ func (s *slidingWindow) state(now int64, _ int) (int, int64) {
 	var reset int64
 	switch {
 	case s.curr > 0:
-		reset = s.start + 2*s.win - now
+		reset = satAdd(satAdd(s.start-now, s.win), s.win)
 	case s.prev > 0:
-		reset = s.start + s.win - now
+		reset = satAdd(s.start-now, s.win)
 	}
-	return rem, reset
+	return s.lim, rem, reset
 }
 
 func (s *slidingWindow) project(now int64, q *waiter, n int) int64 {
@@ -233,8 +237,9 @@ func NewSlidingLog(limit int, window time.Duration, opts ...Option) *SlidingLog 
 	return sl
 }
 
-func (l *slidingLog) now() int64 { return wallNow() }
-func (l *slidingLog) limit() int { return l.lim }
+func (l *slidingLog) algorithm() string { return AlgSlidingLog }
+func (l *slidingLog) now() int64        { return wallNow() }
+func (l *slidingLog) limit() int        { return l.lim }
 
 func (l *slidingLog) at(i int) *logEntry { return &l.ring[(l.head+i)%len(l.ring)] }
 
@@ -253,7 +258,7 @@ func (l *slidingLog) expire(now int64) {
 
 func (l *slidingLog) wait(now int64, n int) int64 {
 	l.expire(now)
-	over := l.total + n - l.lim
+	over := n - (l.lim - l.total)
 	if over <= 0 {
 		return 0
 	}
@@ -262,7 +267,7 @@ func (l *slidingLog) wait(now int64, n int) int64 {
 		e := l.at(i)
 		over -= e.n
 		if over <= 0 {
-			return e.at + l.win - now
+			return satAdd(e.at-now, l.win)
 		}
 	}
 	return never // unreachable while n ≤ lim
@@ -288,9 +293,10 @@ func (l *slidingLog) take(now int64, n int) {
 }
 
 // grow doubles the ring, up to lim entries (each entry holds ≥ 1 permit and
-// the log holds ≤ lim permits, so lim entries always suffice).
+// the log holds ≤ lim permits, so lim entries always suffice; after the
+// limit was lowered the log may hold more, and the ring grows past it).
 func (l *slidingLog) grow() {
-	size := min(max(2*len(l.ring), 4), l.lim)
+	size := max(min(max(2*len(l.ring), 4), l.lim), l.count+1)
 	ring := make([]logEntry, size)
 	for i := 0; i < l.count; i++ {
 		ring[i] = *l.at(i)
@@ -311,12 +317,12 @@ func (l *slidingLog) refund(now int64, n int) {
 	}
 }
 
-func (l *slidingLog) state(now int64, _ int) (int, int64) {
+func (l *slidingLog) state(now int64, _ int) (int, int, int64) {
 	l.expire(now)
 	if l.count == 0 {
-		return l.lim, 0
+		return l.lim, l.lim, 0
 	}
-	return l.lim - l.total, l.at(l.count-1).at + l.win - now
+	return l.lim, max(l.lim-l.total, 0), satAdd(l.at(l.count-1).at-now, l.win)
 }
 
 func (l *slidingLog) project(now int64, q *waiter, n int) int64 {
