@@ -90,6 +90,8 @@ func (c *chain) algorithm() string { return "chain" }
 func (c *chain) now() int64        { return 0 }
 
 func (c *chain) limit() int {
+	c.lock()
+	defer c.unlock()
 	lim := c.members[0].alg.limit()
 	for _, m := range c.members[1:] {
 		lim = min(lim, m.alg.limit())
@@ -106,7 +108,7 @@ func (c *chain) wait(_ int64, n int) int64 {
 	for _, m := range c.members {
 		var w int64
 		switch now := m.alg.now(); {
-		case m.closed:
+		case m.closed, n > m.alg.limit(): // a member's limit may have been lowered
 			w = never
 		case m.head() != nil:
 			w = max(m.alg.project(now, m.head(), n), 1)

@@ -299,6 +299,11 @@ func (c *core) dispatch(now int64) {
 	}
 	for q.head != nil {
 		w := q.head
+		if w.n > c.alg.limit() { // a Chain's member lowered its limit
+			c.rejected += int64(w.n)
+			c.fail(w, ErrExceedsLimit)
+			continue
+		}
 		d := c.alg.wait(t, w.n)
 		if d == never {
 			q.stop()
@@ -403,6 +408,7 @@ func (c *core) fail(w *waiter, err error) {
 
 // stepper is what projectCopy needs of an algorithm whose state is a value.
 type stepper interface {
+	limit() int
 	wait(now int64, n int) int64
 	take(now int64, n int)
 }
@@ -417,6 +423,9 @@ func projectCopy[S any, P interface {
 	p := P(&s)
 	t := now
 	for w := q; w != nil; w = w.next {
+		if w.n > p.limit() { // a Chain's waiter, above a member's lowered limit
+			return never
+		}
 		d := p.wait(t, w.n)
 		if d >= never-t {
 			return never

@@ -48,6 +48,17 @@
 // leaves the queue and takes nothing with it: if it was granted at that very
 // moment, the permits go back. Close fails every waiter with ErrClosed.
 //
+// # Limits that change at run time
+//
+// The seven algorithms implement Reconfigurable (Reconfigure with a Spec of
+// the same algorithm) and have typed setters: SetRate and SetLimit on the
+// buckets, SetLimit and SetWindow on the windows, SetLimit on Concurrency.
+// A change keeps the state that exists — a bucket keeps the permits it
+// holds (capped by the new burst), a window keeps its count, a semaphore
+// its permits in use — and re-times the queue: waiters that now fit are
+// granted, the others wait for their new due time, and those asking for
+// more than the new limit fail with ErrExceedsLimit.
+//
 // Every limiter is safe for concurrent use. Time is read from the time
 // package, so tests can run limiters under testing/synctest's fake clock.
 package limiters

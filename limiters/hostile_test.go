@@ -93,7 +93,7 @@ func use(t *testing.T, l limiters.Limiter, lim int) {
 
 // FuzzSpec: Validate and New agree on every input (issue 14), New never
 // panics, and nothing that validates panics when used with any n up to the
-// limit it advertises.
+// limit it advertises, nor when reconfigured to another valid spec.
 func FuzzSpec(f *testing.F) {
 	algs := []string{limiters.AlgTokenBucket, limiters.AlgGCRA, limiters.AlgLeakyBucket,
 		limiters.AlgFixedWindow, limiters.AlgSlidingWindow, limiters.AlgSlidingLog, limiters.AlgConcurrency, "", "magic"}
@@ -120,6 +120,14 @@ func FuzzSpec(f *testing.F) {
 			require.LessOrEqual(t, lim, s.Limit, "the limit advertised is at most the one asked")
 			require.Positive(t, lim)
 			use(t, l, lim)
+			// The same spec, halved, as a change at run time: the limiter
+			// keeps its state and still never panics.
+			half := s
+			half.Limit = s.Limit/2 + 1
+			require.NoError(t, l.(limiters.Reconfigurable).Reconfigure(half))
+			use(t, l, l.TryAcquire(0).Limit)
+			require.NoError(t, l.(limiters.Reconfigurable).Reconfigure(s))
+			use(t, l, l.TryAcquire(0).Limit)
 		})
 	})
 }
