@@ -98,8 +98,8 @@ func (g *gcra) state(now int64, _ int) (int, int, int64) {
 	return g.burst, min(g.iv.count(g.content(now)), g.burst), max(g.iv.sub(g.base(now), fine{ns: now}).ceil(), 0)
 }
 
-func (g *gcra) project(now int64, q *waiter, n int) int64 {
-	return projectCopy(*g, now, q, n)
+func (g *gcra) project(now int64, ahead waiters, n int) int64 {
+	return projectCopy(*g, now, ahead, n)
 }
 
 // try is TryAcquire's arithmetic when nobody waits: it takes n permits if
@@ -285,8 +285,8 @@ func (l *leakyBucket) state(now int64, queued int) (int, int, int64) {
 	return l.capacity, max(l.capacity-queued, 0), busy
 }
 
-func (l *leakyBucket) project(now int64, q *waiter, n int) int64 {
-	return projectCopy(*l, now, q, n)
+func (l *leakyBucket) project(now int64, ahead waiters, n int) int64 {
+	return projectCopy(*l, now, ahead, n)
 }
 
 // reconfigure switches to iv and capacity at now. A grant still occupying

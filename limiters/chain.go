@@ -3,6 +3,7 @@ package limiters
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // chainLimiter is what Chain returns: a limiter that admits a request only
@@ -111,7 +112,7 @@ func (c *chain) wait(_ int64, n int) int64 {
 		case m.closed, n > m.alg.limit(): // a member's limit may have been lowered
 			w = never
 		case m.head() != nil:
-			w = max(m.alg.project(now, m.head(), n), 1)
+			w = max(m.alg.project(now, m.ahead(math.MinInt), n), 1)
 		default:
 			w = m.alg.wait(now, n)
 		}
@@ -154,12 +155,12 @@ func (c *chain) state(_ int64, _ int) (int, int, int64) {
 	return lim, rem, reset
 }
 
-func (c *chain) project(_ int64, q *waiter, n int) int64 {
+func (c *chain) project(_ int64, ahead waiters, n int) int64 {
 	c.lock()
 	defer c.unlock()
 	var d int64
 	for _, m := range c.members {
-		d = max(d, m.alg.project(m.alg.now(), q, n))
+		d = max(d, m.alg.project(m.alg.now(), ahead, n))
 	}
 	return d
 }

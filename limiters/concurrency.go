@@ -42,8 +42,8 @@ func (c *concurrency) refund(_ int64, n int) { c.inUse -= n }
 
 func (c *concurrency) state(int64, int) (int, int, int64) { return c.max, max(c.max-c.inUse, 0), 0 }
 
-func (c *concurrency) project(now int64, q *waiter, n int) int64 {
-	if q != nil {
+func (c *concurrency) project(now int64, ahead waiters, n int) int64 {
+	if ahead.first != nil {
 		return never
 	}
 	return c.wait(now, n)

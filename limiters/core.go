@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/throttlekit/throttle/internal/waitq"
 )
 
 // algo is one algorithm's arithmetic: pure functions of its state and the
@@ -30,55 +32,54 @@ type algo interface {
 	// the number of permits waiting.
 	state(now int64, queued int) (lim, remaining int, resetAfter int64)
 	// project is the delay until n permits could be granted to a request
-	// that queues behind every waiter from q on.
-	project(now int64, q *waiter, n int) int64
+	// that queues behind the waiters ahead.
+	project(now int64, ahead waiters, n int) int64
 }
 
-// waiter is one blocked Acquire call. ready is closed when it is granted
-// (err == nil) or failed (err != nil).
-type waiter struct {
-	n          int
-	ready      chan struct{}
-	err        error
-	prev, next *waiter
+// waiter is one blocked Acquire call.
+type waiter = waitq.Waiter
+
+// queue is the wait queue of blocked Acquire calls and the single timer
+// that wakes its head. It is allocated the first time anyone waits.
+type queue struct {
+	waitq.Queue
+	timer *time.Timer
+	due   int64 // when the timer is due, in the algorithm's clock; 0: not armed
 }
 
-// waitq is the FIFO of blocked Acquire calls and the single timer that wakes
-// its head. It is allocated the first time anyone waits.
-type waitq struct {
-	head, tail *waiter
-	len        int
-	permits    int
-	timer      *time.Timer
-	due        int64 // when the timer is due, in the algorithm's clock; 0: not armed
-}
+// waiters is a run of queued waiters, from first to last inclusive; the
+// zero value is no waiters.
+type waiters struct{ first, last *waiter }
 
-func (q *waitq) push(w *waiter) {
-	w.prev = q.tail
-	if q.tail != nil {
-		q.tail.next = w
-	} else {
-		q.head = w
+// all yields the waiters in the run, first to last.
+func (r waiters) all(yield func(*waiter) bool) {
+	for w := r.first; w != nil; w = w.Next() {
+		if !yield(w) || w == r.last {
+			return
+		}
 	}
-	q.tail = w
-	q.len++
-	q.permits += w.n
 }
 
-func (q *waitq) remove(w *waiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		q.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		q.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
-	q.len--
-	q.permits -= w.n
+// priorityKey is the context key of WithPriority.
+type priorityKey struct{}
+
+// WithPriority returns a context whose Acquire calls wait at priority p:
+// in a limiter's queue, a waiter of higher priority goes before every
+// waiter of lower priority, and equal priorities keep arrival order. The
+// default is 0, and negative priorities wait behind it.
+//
+// Low priority delays a request but never starves it: a waiter yields its
+// place to at most 64 later arrivals of higher priority (the bound of the
+// internal queue, DefaultMaxOvertakes), then keeps it against everyone.
+// TryAcquire still fails while anyone waits, whatever their priority.
+func WithPriority(ctx context.Context, p int) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+// priority is the priority WithPriority put in ctx, or 0.
+func priority(ctx context.Context) int {
+	p, _ := ctx.Value(priorityKey{}).(int)
+	return p
 }
 
 // core is the part every limiter shares: the lock, the counters, the FIFO
@@ -87,7 +88,7 @@ type core struct {
 	mu       sync.Mutex // guards everything below and the algorithm's state
 	alg      algo
 	cfg      *config // immutable: changed only by replacing it (setQueueLimit)
-	q        *waitq
+	q        *queue
 	parent   *core // the Chain this limiter is a member of, told when permits come back
 	closed   bool
 	acquired int64
@@ -117,14 +118,27 @@ func (c *core) head() *waiter {
 	if c.q == nil {
 		return nil
 	}
-	return c.q.head
+	return c.q.Head()
+}
+
+// ahead is the run of waiters a newcomer of priority p would queue behind.
+// c.mu must be held.
+func (c *core) ahead(p int) waiters {
+	if c.q == nil {
+		return waiters{}
+	}
+	last := c.q.Behind(p)
+	if last == nil {
+		return waiters{}
+	}
+	return waiters{c.q.Head(), last}
 }
 
 func (c *core) queuedPermits() int {
 	if c.q == nil {
 		return 0
 	}
-	return c.q.permits
+	return c.q.Permits()
 }
 
 // name is what a *RejectedError calls this limiter: its WithName, else its
@@ -161,9 +175,9 @@ func (c *core) TryAcquire(n int) Decision {
 		retry = c.alg.wait(now, 1)
 		allowed = retry == 0
 	case n == 0:
-		retry = c.alg.project(now, head, 1)
+		retry = c.alg.project(now, c.ahead(0), 1)
 	case head != nil:
-		retry = c.alg.project(now, head, n)
+		retry = c.alg.project(now, c.ahead(0), n)
 	default:
 		retry = c.alg.wait(now, n)
 		if retry == 0 {
@@ -189,7 +203,8 @@ func (c *core) TryAcquire(n int) Decision {
 	}
 }
 
-// Acquire waits, in arrival order, until n permits are granted. It returns
+// Acquire waits, in arrival order within its priority (WithPriority), until
+// n permits are granted. It returns
 // early with ctx's error, with ErrQueueFull, with ErrClosed, with
 // ErrExceedsLimit when n is more than the limiter ever grants at once, or
 // with a *RejectedError when ctx's deadline would pass before its turn (the
@@ -225,13 +240,17 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if ql := c.cfg.queueLimit; ql >= 0 && n > ql-c.queuedPermits() {
+	if c.q == nil {
+		c.q = new(queue)
+	}
+	if !c.q.Fits(n, c.cfg.queueLimit) {
 		c.rejected += int64(n)
 		c.mu.Unlock()
 		return ErrQueueFull
 	}
+	p := priority(ctx)
 	if dl, ok := ctx.Deadline(); ok {
-		d := c.alg.project(now, head, n)
+		d := c.alg.project(now, c.ahead(p), n)
 		if d != never && time.Duration(d) > time.Until(dl) {
 			c.rejected += int64(n)
 			err := &RejectedError{Limiter: c.name(), RetryAfter: time.Duration(d),
@@ -240,51 +259,31 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 			return err
 		}
 	}
-	if c.q == nil {
-		c.q = new(waitq)
-	}
-	w := &waiter{n: n, ready: make(chan struct{})}
-	c.q.push(w)
-	if c.q.head == w {
+	return c.wait(ctx, now, waitq.NewWaiter(n, p))
+}
+
+// wait queues w and blocks until it is granted, failed, or ctx ends.
+// c.mu must be held; wait unlocks it.
+func (c *core) wait(ctx context.Context, now int64, w *waiter) error {
+	c.q.Push(w)
+	if c.q.Head() == w {
 		c.dispatch(now)
 	}
 	c.mu.Unlock()
-
-	select {
-	case <-w.ready:
-		// Granted (or failed) — but if ctx ended too, the grant may have
-		// landed after it, and select picks either case at random: a done
-		// ctx always wins, so a caller that gave up never holds permits.
-		if w.err != nil || ctx.Err() == nil {
-			return w.err
+	var parent *core
+	err := c.q.Wait(ctx, &c.mu, w, func(granted, wasHead bool) {
+		now := c.clock(c.alg.now())
+		if granted { // as we gave up: give the permits back
+			c.alg.refund(now, w.N)
+			c.acquired -= int64(w.N)
 		}
-	case <-ctx.Done():
-	}
-	c.mu.Lock()
-	select {
-	case <-w.ready:
-		if w.err != nil {
-			c.mu.Unlock()
-			return w.err
-		}
-		// Granted as we gave up: give the permits back and let the next go.
-		now = c.clock(c.alg.now())
-		c.alg.refund(now, n)
-		c.acquired -= int64(n)
-		if c.head() != nil {
+		if granted || wasHead { // let the next go
 			c.dispatch(now)
 		}
-	default:
-		wasHead := c.q.head == w
-		c.q.remove(w)
-		if wasHead {
-			c.dispatch(c.clock(c.alg.now()))
-		}
-	}
-	p := c.parent
-	c.mu.Unlock()
-	p.wake()
-	return ctx.Err()
+		parent = c.parent
+	})
+	parent.wake() // nil unless ctx ended: permits may have come back
+	return err
 }
 
 // dispatch grants waiters from the head of the queue while the algorithm
@@ -297,14 +296,14 @@ func (c *core) dispatch(now int64) {
 	if q.due != 0 && q.due < now {
 		t = q.due
 	}
-	for q.head != nil {
-		w := q.head
-		if w.n > c.alg.limit() { // a Chain's member lowered its limit
-			c.rejected += int64(w.n)
-			c.fail(w, ErrExceedsLimit)
+	for q.Head() != nil {
+		w := q.Head()
+		if w.N > c.alg.limit() { // a Chain's member lowered its limit
+			c.rejected += int64(w.N)
+			q.Fail(w, ErrExceedsLimit)
 			continue
 		}
-		d := c.alg.wait(t, w.n)
+		d := c.alg.wait(t, w.N)
 		if d == never {
 			q.stop()
 			return
@@ -318,10 +317,9 @@ func (c *core) dispatch(now int64) {
 			t += d // fell due while the waker was late
 			continue
 		}
-		c.alg.take(t, w.n)
-		c.acquired += int64(w.n)
-		q.remove(w)
-		close(w.ready)
+		c.alg.take(t, w.N)
+		c.acquired += int64(w.N)
+		q.Grant(w)
 	}
 	q.stop()
 }
@@ -334,7 +332,7 @@ func (c *core) arm(d int64) {
 	c.q.timer.Reset(time.Duration(d))
 }
 
-func (q *waitq) stop() {
+func (q *queue) stop() {
 	q.due = 0
 	if q.timer != nil {
 		q.timer.Stop()
@@ -373,7 +371,7 @@ func (c *core) Stats() Stats {
 	_, rem, _ := c.alg.state(c.clock(c.alg.now()), c.queuedPermits())
 	s := Stats{Acquired: c.acquired, Rejected: c.rejected, Available: rem}
 	if c.q != nil {
-		s.Queued = c.q.len
+		s.Queued = c.q.Len()
 	}
 	return s
 }
@@ -389,21 +387,12 @@ func (c *core) Close() error {
 	}
 	c.closed = true
 	if c.q != nil {
-		for w := c.q.head; w != nil; {
-			next := w.next
-			c.fail(w, ErrClosed)
-			w = next
+		for w := c.q.Head(); w != nil; w = c.q.Head() {
+			c.q.Fail(w, ErrClosed)
 		}
 		c.q.stop()
 	}
 	return nil
-}
-
-// fail takes w out of the queue and wakes it with err. c.mu must be held.
-func (c *core) fail(w *waiter, err error) {
-	w.err = err
-	c.q.remove(w)
-	close(w.ready)
 }
 
 // stepper is what projectCopy needs of an algorithm whose state is a value.
@@ -413,25 +402,25 @@ type stepper interface {
 	take(now int64, n int)
 }
 
-// projectCopy runs the queue from q on against a copy of the algorithm's
-// state, granting each waiter at its due time, and returns the delay until n
-// more permits could be granted (never if that is beyond the clock's range).
+// projectCopy runs the waiters ahead against a copy of the algorithm's
+// state, granting each at its due time, and returns the delay until n more
+// permits could be granted (never if that is beyond the clock's range).
 func projectCopy[S any, P interface {
 	*S
 	stepper
-}](s S, now int64, q *waiter, n int) int64 {
+}](s S, now int64, ahead waiters, n int) int64 {
 	p := P(&s)
 	t := now
-	for w := q; w != nil; w = w.next {
-		if w.n > p.limit() { // a Chain's waiter, above a member's lowered limit
+	for w := range ahead.all {
+		if w.N > p.limit() { // a Chain's waiter, above a member's lowered limit
 			return never
 		}
-		d := p.wait(t, w.n)
+		d := p.wait(t, w.N)
 		if d >= never-t {
 			return never
 		}
 		t += d
-		p.take(t, w.n)
+		p.take(t, w.N)
 	}
 	d := p.wait(t, n)
 	if d >= never-t {

@@ -38,12 +38,16 @@
 //
 // # Fairness and failure
 //
-// Waiters are granted strictly in arrival order, and a large request at the
-// head holds back smaller ones behind it, so it is never starved. TryAcquire
-// fails while anyone waits. Acquire fails at once, without waiting, when it
+// Waiters are granted in arrival order within a priority (WithPriority puts
+// one in the context; the default is 0): a waiter of higher priority goes
+// before every waiter of lower priority, except that a waiter yields its
+// place to at most 64 later arrivals, so low priority delays a request but
+// never starves it. A large request at the head holds back smaller ones
+// behind it, so it is never starved either. TryAcquire fails while anyone
+// waits. Acquire fails at once, without waiting, when it
 // could never succeed (ErrExceedsLimit), when the queue has no room
-// (ErrQueueFull, see WithQueueLimit), or when its turn — counting every
-// waiter ahead — would come after its context's deadline (*RejectedError,
+// (ErrQueueFull, see WithQueueLimit), or when its turn — counting the
+// waiters it would queue behind — would come after its context's deadline (*RejectedError,
 // whose RetryAfter says when it would have come). A waiter whose context ends
 // leaves the queue and takes nothing with it: if it was granted at that very
 // moment, the permits go back. Close fails every waiter with ErrClosed.

@@ -93,9 +93,9 @@ func (f *fromRate) state(now int64, _ int) (int, int, int64) {
 	return f.limit(), rem, reset
 }
 
-func (f *fromRate) project(now int64, q *waiter, n int) int64 {
-	for w := q; w != nil; w = w.next {
-		n += w.n
+func (f *fromRate) project(now int64, ahead waiters, n int) int64 {
+	for w := range ahead.all {
+		n += w.N
 	}
 	return f.wait(now, n)
 }

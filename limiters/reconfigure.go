@@ -43,11 +43,11 @@ func (c *core) reconfigure(change func(now int64)) {
 	change(now)
 	if c.head() != nil {
 		lim := c.alg.limit()
-		for w := c.q.head; w != nil; {
-			next := w.next
-			if w.n > lim {
-				c.rejected += int64(w.n)
-				c.fail(w, ErrExceedsLimit)
+		for w := c.q.Head(); w != nil; {
+			next := w.Next()
+			if w.N > lim {
+				c.rejected += int64(w.N)
+				c.q.Fail(w, ErrExceedsLimit)
 			}
 			w = next
 		}

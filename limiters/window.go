@@ -75,8 +75,8 @@ func (f *fixedWindow) state(now int64, _ int) (int, int, int64) {
 	return f.lim, max(f.lim-f.count, 0), f.left(now)
 }
 
-func (f *fixedWindow) project(now int64, q *waiter, n int) int64 {
-	return projectCopy(*f, now, q, n)
+func (f *fixedWindow) project(now int64, ahead waiters, n int) int64 {
+	return projectCopy(*f, now, ahead, n)
 }
 
 // SlidingWindow approximates a sliding window with two fixed windows (aligned
@@ -199,8 +199,8 @@ func (s *slidingWindow) state(now int64, _ int) (int, int, int64) {
 	return s.lim, rem, reset
 }
 
-func (s *slidingWindow) project(now int64, q *waiter, n int) int64 {
-	return projectCopy(*s, now, q, n)
+func (s *slidingWindow) project(now int64, ahead waiters, n int) int64 {
+	return projectCopy(*s, now, ahead, n)
 }
 
 // SlidingLog is the exact sliding window: it admits n iff the permits granted
@@ -325,12 +325,12 @@ func (l *slidingLog) state(now int64, _ int) (int, int, int64) {
 	return l.lim, max(l.lim-l.total, 0), satAdd(l.at(l.count-1).at-now, l.win)
 }
 
-func (l *slidingLog) project(now int64, q *waiter, n int) int64 {
-	if q == nil {
+func (l *slidingLog) project(now int64, ahead waiters, n int) int64 {
+	if ahead.first == nil {
 		return l.wait(now, n)
 	}
 	c := *l
 	c.ring = make([]logEntry, len(l.ring))
 	copy(c.ring, l.ring)
-	return projectCopy(c, now, q, n)
+	return projectCopy(c, now, ahead, n)
 }
