@@ -204,12 +204,11 @@ func (c *core) TryAcquire(n int) Decision {
 }
 
 // Acquire waits, in arrival order within its priority (WithPriority), until
-// n permits are granted. It returns
-// early with ctx's error, with ErrQueueFull, with ErrClosed, with
-// ErrExceedsLimit when n is more than the limiter ever grants at once, or
-// with a *RejectedError when ctx's deadline would pass before its turn (the
-// turn counts every waiter ahead; the error then also matches
-// context.DeadlineExceeded). An already-cancelled ctx returns its error even
+// n permits are granted. It returns early with ctx's error, with
+// ErrQueueFull, with ErrClosed, with ErrExceedsLimit when n is more than the
+// limiter ever grants at once, or with a *RejectedError when ctx's deadline
+// would pass before its turn (the turn counts the waiters it would queue
+// behind; the error then also matches context.DeadlineExceeded). An already-cancelled ctx returns its error even
 // when permits are free, and a ctx that ends while it waits returns ctx's
 // error holding nothing, even if the grant came at that very moment.
 func (c *core) Acquire(ctx context.Context, n int) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 
+	"github.com/throttlekit/throttle/internal/racectx"
 	"github.com/throttlekit/throttle/limiters"
 )
 
@@ -499,24 +500,6 @@ func TestDeadlineFailFast(t *testing.T) {
 	}
 }
 
-func TestRejectedErrorCarriesName(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := limiters.NewTokenBucket(limiters.PerMinute(1), 1, limiters.WithName("api"))
-		defer l.Close()
-		require.True(t, l.TryAcquire(1).Allowed)
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		defer cancel()
-		err := l.Acquire(ctx, 1)
-		var rej *limiters.RejectedError
-		require.ErrorAs(t, err, &rej)
-		assert.Equal(t, "api", rej.Limiter)
-		assert.Equal(t, time.Minute, rej.RetryAfter)
-		assert.Contains(t, err.Error(), "api")
-		wrapped := errors.Join(errors.New("outer"), err)
-		assert.ErrorIs(t, wrapped, limiters.ErrRateLimited)
-	})
-}
-
 func TestStats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiters.NewTokenBucket(limiters.PerSecond(1), 3)
@@ -593,27 +576,6 @@ func TestConcurrentUseLosesNothing(t *testing.T) {
 	})
 }
 
-// hookCtx runs hook the first time Done is called: Acquire calls Done only
-// in its select, after the waiter is queued and the lock released. The
-// hook cancels the context and grants the waiter before the select is
-// reached; then Done returns a channel that is never closed, so the select
-// deterministically sees only the grant — the case in which Go's random
-// choice between two ready cases used to return nil holding permits.
-type hookCtx struct {
-	context.Context
-	once sync.Once
-	hook func()
-}
-
-func (c *hookCtx) Done() <-chan struct{} {
-	hooked := false
-	c.once.Do(func() { c.hook(); hooked = true })
-	if hooked {
-		return make(chan struct{})
-	}
-	return c.Context.Done()
-}
-
 // TestCancelBeforeSelectGivesTheGrantBack: a waiter whose context ended
 // before it saw its grant returns the context's error and holds nothing
 // (issue 8; go.dev/issue/63615 in x/sync/semaphore).
@@ -622,8 +584,7 @@ func TestCancelBeforeSelectGivesTheGrantBack(t *testing.T) {
 		l := limiters.NewConcurrency(1)
 		defer l.Close()
 		require.True(t, l.TryAcquire(1).Allowed)
-		inner, cancel := context.WithCancel(t.Context())
-		ctx := &hookCtx{Context: inner, hook: func() { cancel(); l.Release(1) }}
+		ctx := racectx.GrantFirst(t.Context(), func() { l.Release(1) })
 		err := l.Acquire(ctx, 1)
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, limiters.Stats{Acquired: 1, Available: 1}, l.Stats(), "the grant went back")
@@ -634,12 +595,10 @@ func TestCancelBeforeSelectGivesTheGrantBack(t *testing.T) {
 			l := limiters.NewTokenBucket(limiters.PerSecond(1), 1)
 			defer l.Close()
 			require.True(t, l.TryAcquire(1).Allowed)
-			inner, cancel := context.WithCancel(t.Context())
-			ctx := &hookCtx{Context: inner, hook: func() {
-				cancel()
+			ctx := racectx.GrantFirst(t.Context(), func() {
 				time.Sleep(time.Second) // the waker grants the waiter
 				synctest.Wait()
-			}}
+			})
 			err := l.Acquire(ctx, 1)
 			require.ErrorIs(t, err, context.Canceled)
 			s := l.Stats()
@@ -680,9 +639,13 @@ func TestRejectedErrorNamesTheLimiterAndCause(t *testing.T) {
 				var rej *limiters.RejectedError
 				require.ErrorAs(t, err, &rej)
 				assert.Equal(t, tt.name, rej.Limiter)
+				assert.Greater(t, rej.RetryAfter, time.Second, "RetryAfter is past the deadline")
 				assert.ErrorIs(t, err, limiters.ErrRateLimited)
 				assert.ErrorIs(t, err, context.DeadlineExceeded)
 				assert.Contains(t, err.Error(), tt.name)
+				wrapped := errors.Join(errors.New("outer"), err)
+				assert.ErrorIs(t, wrapped, limiters.ErrRateLimited)
+				assert.ErrorAs(t, wrapped, &rej)
 			})
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/throttlekit/throttle/internal/racectx"
 	"github.com/throttlekit/throttle/limiters"
 )
 
@@ -133,8 +134,7 @@ func TestPriorityCancelRacingGrant(t *testing.T) {
 		require.True(t, l.TryAcquire(1).Allowed)
 		a := newAcquirer()
 		low := a.goAcquire(t.Context(), l, 0, 1)
-		inner, cancel := context.WithCancel(limiters.WithPriority(t.Context(), 5))
-		ctx := &hookCtx{Context: inner, hook: func() { cancel(); l.Release(1) }}
+		ctx := racectx.GrantFirst(limiters.WithPriority(t.Context(), 5), func() { l.Release(1) })
 		require.ErrorIs(t, l.Acquire(ctx, 1), context.Canceled)
 		require.NoError(t, recv(t, low).err, "the grant given back went to the next waiter")
 		assert.Equal(t, limiters.Stats{Acquired: 2, Available: 0}, l.Stats())

@@ -153,101 +153,34 @@ func (lb *LeakyBucket) Reconfigure(s Spec) error {
 	return nil
 }
 
-// SetLimit changes the permits admitted per window. The current window
-// keeps its count: lowered below it, the window admits nothing more. It
-// panics if limit is not positive.
-func (fw *FixedWindow) SetLimit(limit int) {
+// SetLimit changes the permits admitted per window. The counts kept so far
+// stay: lowered below them, nothing more is admitted until the window
+// moves on (SlidingLog: until enough grants expire). It panics if limit is
+// not positive.
+func (wl *windowLimiter) SetLimit(limit int) {
 	mustPositive(limit, "SetLimit", "limit")
-	fw.reconfigure(func(int64) { fw.s.lim = limit })
+	wl.reconfigure(func(int64) { wl.w.lim = limit })
 }
 
-// SetWindow changes the window's length. The count so far carries into the
-// window of the new length that holds now (windows stay aligned to the Unix
-// epoch). It panics if window is not positive.
-func (fw *FixedWindow) SetWindow(window time.Duration) {
+// SetWindow changes the window's length. The counts carry into the windows
+// of the new length around now (which stay aligned to the Unix epoch);
+// SlidingLog's grants now expire window after they were made. It panics if
+// window is not positive.
+func (wl *windowLimiter) SetWindow(window time.Duration) {
 	mustWindow(window, "SetWindow")
-	fw.reconfigure(func(now int64) { fw.s.setWindow(now, int64(window)) })
+	wl.reconfigure(func(now int64) { wl.w.setWindow(now, int64(window)) })
 }
 
 // Reconfigure switches to s.Limit, s.Window and s.QueueLimit as SetLimit and
 // SetWindow do; see Reconfigurable.
-func (fw *FixedWindow) Reconfigure(s Spec) error {
-	if err := s.checkFor(AlgFixedWindow); err != nil {
+func (wl *windowLimiter) Reconfigure(s Spec) error {
+	if err := s.checkFor(wl.alg.algorithm()); err != nil {
 		return err
 	}
-	fw.reconfigure(func(now int64) {
-		fw.s.lim = s.Limit
-		fw.s.setWindow(now, int64(s.Window))
-		fw.setQueueLimit(s.queueLimit(-1))
-	})
-	return nil
-}
-
-func (f *fixedWindow) setWindow(now, win int64) {
-	if win != f.win {
-		f.win, f.start = win, floorDiv(now, win)*win
-	}
-}
-
-// SetLimit changes the permits admitted per window. Both windows keep their
-// counts. It panics if limit is not positive.
-func (sw *SlidingWindow) SetLimit(limit int) {
-	mustPositive(limit, "SetLimit", "limit")
-	sw.reconfigure(func(int64) { sw.s.lim = limit })
-}
-
-// SetWindow changes the window's length. Both counts carry into the windows
-// of the new length around now. It panics if window is not positive.
-func (sw *SlidingWindow) SetWindow(window time.Duration) {
-	mustWindow(window, "SetWindow")
-	sw.reconfigure(func(now int64) { sw.s.setWindow(now, int64(window)) })
-}
-
-// Reconfigure switches to s.Limit, s.Window and s.QueueLimit as SetLimit and
-// SetWindow do; see Reconfigurable.
-func (sw *SlidingWindow) Reconfigure(s Spec) error {
-	if err := s.checkFor(AlgSlidingWindow); err != nil {
-		return err
-	}
-	sw.reconfigure(func(now int64) {
-		sw.s.lim = s.Limit
-		sw.s.setWindow(now, int64(s.Window))
-		sw.setQueueLimit(s.queueLimit(-1))
-	})
-	return nil
-}
-
-func (s *slidingWindow) setWindow(now, win int64) {
-	if win != s.win {
-		s.win, s.start = win, floorDiv(now, win)*win
-	}
-}
-
-// SetLimit changes the permits admitted per window. The log keeps its
-// grants: lowered below them, nothing more is admitted until enough expire.
-// It panics if limit is not positive.
-func (sl *SlidingLog) SetLimit(limit int) {
-	mustPositive(limit, "SetLimit", "limit")
-	sl.reconfigure(func(int64) { sl.s.lim = limit })
-}
-
-// SetWindow changes the window's length; the log keeps its grants, which
-// now expire window after they were made. It panics if window is not
-// positive.
-func (sl *SlidingLog) SetWindow(window time.Duration) {
-	mustWindow(window, "SetWindow")
-	sl.reconfigure(func(int64) { sl.s.win = int64(window) })
-}
-
-// Reconfigure switches to s.Limit, s.Window and s.QueueLimit as SetLimit and
-// SetWindow do; see Reconfigurable.
-func (sl *SlidingLog) Reconfigure(s Spec) error {
-	if err := s.checkFor(AlgSlidingLog); err != nil {
-		return err
-	}
-	sl.reconfigure(func(int64) {
-		sl.s.lim, sl.s.win = s.Limit, int64(s.Window)
-		sl.setQueueLimit(s.queueLimit(-1))
+	wl.reconfigure(func(now int64) {
+		wl.w.lim = s.Limit
+		wl.w.setWindow(now, int64(s.Window))
+		wl.setQueueLimit(s.queueLimit(-1))
 	})
 	return nil
 }

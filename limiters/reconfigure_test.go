@@ -15,22 +15,13 @@ import (
 // TestSetRateRetimesWaiters: raising the rate mid-queue re-arms the waker,
 // and the bucket keeps the half permit it had refilled.
 func TestSetRateRetimesWaiters(t *testing.T) {
-	for name, mk := range map[string]func() interface {
+	type setRater interface {
 		limiters.Limiter
 		SetRate(limiters.Rate)
-	}{
-		"TokenBucket": func() interface {
-			limiters.Limiter
-			SetRate(limiters.Rate)
-		} {
-			return limiters.NewTokenBucket(limiters.PerSecond(1), 1)
-		},
-		"GCRA": func() interface {
-			limiters.Limiter
-			SetRate(limiters.Rate)
-		} {
-			return limiters.NewGCRA(limiters.PerSecond(1), 1)
-		},
+	}
+	for name, mk := range map[string]func() setRater{
+		"TokenBucket": func() setRater { return limiters.NewTokenBucket(limiters.PerSecond(1), 1) },
+		"GCRA":        func() setRater { return limiters.NewGCRA(limiters.PerSecond(1), 1) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

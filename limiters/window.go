@@ -10,30 +10,55 @@ func mustWindow(w time.Duration, ctor string) {
 	}
 }
 
+// windowLimiter is what FixedWindow, SlidingWindow and SlidingLog share:
+// the core and the setters of their window.
+type windowLimiter struct {
+	core
+	w *window // the algorithm's window, inside its state
+}
+
+func (wl *windowLimiter) init(a algo, w *window, limit int, window time.Duration, ctor string, opts []Option) {
+	mustPositive(limit, ctor, "limit")
+	mustWindow(window, ctor)
+	w.lim, w.win = limit, int64(window)
+	wl.w = w
+	wl.core.init(a, newConfig(-1, opts))
+}
+
 // FixedWindow admits limit permits per window. Windows are aligned to the
 // Unix epoch (window k is [k·window, (k+1)·window)), so every process that
 // uses the same window agrees on where each one starts.
 type FixedWindow struct {
-	core
+	windowLimiter
 	s fixedWindow
 }
 
-type fixedWindow struct {
+// window is what the window algorithms share: the limit per window and
+// the window's length (and, for the counters, the current window's start).
+type window struct {
 	lim   int
 	win   int64
 	start int64 // the current window's start, Unix nanoseconds
+}
+
+// setWindow changes the length to win, aligning start to now's window of
+// the new length.
+func (w *window) setWindow(now, win int64) {
+	if win != w.win {
+		w.win, w.start = win, floorDiv(now, win)*win
+	}
+}
+
+type fixedWindow struct {
+	window
 	count int
 }
 
 // NewFixedWindow returns a limiter admitting limit permits per window. It
 // panics if limit or window is not positive.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) *FixedWindow {
-	mustPositive(limit, "NewFixedWindow", "limit")
-	mustWindow(window, "NewFixedWindow")
 	fw := &FixedWindow{}
-	fw.s.lim = limit
-	fw.s.win = int64(window)
-	fw.init(&fw.s, newConfig(-1, opts))
+	fw.init(&fw.s, &fw.s.window, limit, window, "NewFixedWindow", opts)
 	return fw
 }
 
@@ -96,26 +121,20 @@ func (f *fixedWindow) project(now int64, ahead waiters, n int) int64 {
 // very end) up to 2·limit−1 grants. Use SlidingLog when every span must be
 // exact.
 type SlidingWindow struct {
-	core
+	windowLimiter
 	s slidingWindow
 }
 
 type slidingWindow struct {
-	lim        int
-	win        int64
-	start      int64
+	window
 	prev, curr int
 }
 
 // NewSlidingWindow returns a sliding-window-counter limiter admitting about
 // limit permits per window. It panics if limit or window is not positive.
 func NewSlidingWindow(limit int, window time.Duration, opts ...Option) *SlidingWindow {
-	mustPositive(limit, "NewSlidingWindow", "limit")
-	mustWindow(window, "NewSlidingWindow")
 	sw := &SlidingWindow{}
-	sw.s.lim = limit
-	sw.s.win = int64(window)
-	sw.init(&sw.s, newConfig(-1, opts))
+	sw.init(&sw.s, &sw.s.window, limit, window, "NewSlidingWindow", opts)
 	return sw
 }
 
@@ -207,7 +226,7 @@ func (s *slidingWindow) project(now int64, ahead waiters, n int) int64 {
 // in (now−window, now] plus n are at most limit. It keeps a log of its
 // grants in a ring buffer whose size is bounded by limit.
 type SlidingLog struct {
-	core
+	windowLimiter
 	s slidingLog
 }
 
@@ -217,23 +236,18 @@ type logEntry struct {
 }
 
 type slidingLog struct {
-	lim   int
-	win   int64
-	ring  []logEntry // len(ring) is the capacity in use, ≤ lim
-	head  int        // index of the oldest entry
-	count int        // entries in use
-	total int        // permits in the log
+	window            // start unused: the log needs no alignment
+	ring   []logEntry // len(ring) is the capacity in use, ≤ lim
+	head   int        // index of the oldest entry
+	count  int        // entries in use
+	total  int        // permits in the log
 }
 
 // NewSlidingLog returns an exact sliding-window limiter admitting limit
 // permits per window. It panics if limit or window is not positive.
 func NewSlidingLog(limit int, window time.Duration, opts ...Option) *SlidingLog {
-	mustPositive(limit, "NewSlidingLog", "limit")
-	mustWindow(window, "NewSlidingLog")
 	sl := &SlidingLog{}
-	sl.s.lim = limit
-	sl.s.win = int64(window)
-	sl.init(&sl.s, newConfig(-1, opts))
+	sl.init(&sl.s, &sl.s.window, limit, window, "NewSlidingLog", opts)
 	return sl
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/throttlekit/throttle/internal/racectx"
 	"github.com/throttlekit/throttle/internal/waitq"
 )
 
@@ -122,36 +123,16 @@ func TestWaitGrantedAndFailed(t *testing.T) {
 	assert.Zero(t, q.Len())
 }
 
-// hookCtx cancels and grants (by hook) the first time Done is called, then
-// returns a channel that never closes: the select in Wait sees only the
-// grant, deterministically.
-type hookCtx struct {
-	context.Context
-	once sync.Once
-	hook func()
-}
-
-func (c *hookCtx) Done() <-chan struct{} {
-	hooked := false
-	c.once.Do(func() { c.hook(); hooked = true })
-	if hooked {
-		return make(chan struct{})
-	}
-	return c.Context.Done()
-}
-
 func TestWaitCancelRacingGrant(t *testing.T) {
 	var mu sync.Mutex
 	var q waitq.Queue
 	w := waitq.NewWaiter(1, 0)
 	q.Push(w)
-	inner, cancel := context.WithCancel(context.Background())
-	ctx := &hookCtx{Context: inner, hook: func() {
-		cancel()
+	ctx := racectx.GrantFirst(context.Background(), func() {
 		mu.Lock()
 		q.Grant(w)
 		mu.Unlock()
-	}}
+	})
 	var gotGranted bool
 	err := q.Wait(ctx, &mu, w, func(granted, _ bool) { gotGranted = granted })
 	require.ErrorIs(t, err, context.Canceled)
