@@ -69,9 +69,10 @@ type priorityKey struct{}
 // default is 0, and negative priorities wait behind it.
 //
 // Low priority delays a request but never starves it: a waiter yields its
-// place to at most 64 later arrivals of higher priority (the bound of the
-// internal queue, DefaultMaxOvertakes), then keeps it against everyone.
-// TryAcquire still fails while anyone waits, whatever their priority.
+// place to at most 64 later arrivals of higher priority, then keeps it
+// against everyone. A deadline is checked against the waiters a request
+// would queue behind. TryAcquire still fails while anyone waits, whatever
+// their priority.
 func WithPriority(ctx context.Context, p int) context.Context {
 	return context.WithValue(ctx, priorityKey{}, p)
 }
