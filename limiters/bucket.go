@@ -277,7 +277,8 @@ func (l *leakyBucket) state(now int64, queued int) (int, int, int64) {
 	if less(fine{ns: now}, l.next) {
 		busy = l.iv.sub(l.next, fine{ns: now}).ceil()
 	}
-	if queued <= l.capacity {
+	if queued >= 0 && queued <= l.capacity { // < 0: the count overflowed
+
 		busy += l.iv.times(queued).ceil()
 	} else {
 		busy += horizon // saturated: the queue outlasts the clock's range

@@ -120,6 +120,15 @@ func FuzzSpec(f *testing.F) {
 			require.LessOrEqual(t, lim, s.Limit, "the limit advertised is at most the one asked")
 			require.Positive(t, lim)
 			use(t, l, lim)
+			// Above a saturated limit, up to the one asked: refused, no panic.
+			if d := l.TryAcquire(s.Limit); d.Allowed {
+				require.LessOrEqual(t, s.Limit, lim)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+			if err := l.Acquire(ctx, s.Limit); s.Limit > lim {
+				require.ErrorIs(t, err, limiters.ErrExceedsLimit)
+			}
+			cancel()
 			// The same spec, halved, as a change at run time: the limiter
 			// keeps its state and still never panics.
 			half := s
