@@ -1,5 +1,5 @@
 // Package limiters implements rate-limiting and concurrency-limiting
-// algorithms behind one interface, Limiter, with one fair FIFO wait queue.
+// algorithms behind one interface, Limiter, with one fair wait queue.
 //
 // The algorithms:
 //
@@ -32,9 +32,9 @@
 // exact fractions (3/s is an interval of 333333333⅓ ns, kept exactly): given
 // the time and n, it takes the permits or says how long until it could. It
 // holds no goroutine and no ticker; its state is brought up to date lazily on
-// each call. One FIFO queue of waiters turns that arithmetic into blocking
-// Acquire: a single time.AfterFunc, armed only while someone waits, wakes the
-// head of the queue at its due time. An idle limiter costs only its struct.
+// each call. One wait queue (FIFO within a priority) turns that arithmetic
+// into blocking Acquire: a single time.AfterFunc, armed only while someone
+// waits, wakes the head of the queue at its due time. An idle limiter costs only its struct.
 //
 // # Fairness and failure
 //
