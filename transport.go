@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository"
@@ -229,13 +230,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	b := newBound(req.Context(), start, t.maxWait)
 	defer b.stop()
 
+	c := costsOf(req.Context())
+	if err := c.check(); err != nil {
+		return nil, t.refuse(req, key, err)
+	}
 	var g *gate
 	var tk ticket
 	if t.feedback {
 		g = t.gate(key)
 		var w *gwaiter
 		var err error
-		tk, w, err = g.enter(b.deadline)
+		tk, w, err = g.enter(b.deadline, c, priorityOf(req.Context()))
 		if err == nil && w != nil {
 			tk, err = g.wait(b.waitCtx(), w)
 		}
@@ -255,7 +260,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.base.RoundTrip(req)
 	if g != nil {
-		g.done(tk, resp, time.Now())
+		if resp != nil {
+			a := read(resp, headers.PeekBody(resp), time.Now())
+			g.done(tk, &a, time.Now())
+		} else {
+			g.done(tk, nil, time.Now())
+		}
 	}
 	if err != nil {
 		t.release(key)
