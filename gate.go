@@ -64,10 +64,6 @@ type ticket struct {
 	charge [maxQuotas]int64
 }
 
-// minBackoff is the first pause after a refusal that says nothing about
-// when; each refusal in a row doubles it.
-const minBackoff = time.Second
-
 // notYet is how long to wait when a quota is used up and its reset has
 // already passed: servers write resets in whole seconds, rounded down, so
 // "0" means "within the second", and a reset that has passed while nothing
@@ -472,6 +468,13 @@ func (g *gate) learn(tk ticket, a *answer, now time.Time) time.Time {
 		if a.far.any() {
 			d = g.maxPause
 		}
+		g.learnQuotas(tk, a, now)
+		if step := g.slidingStep(a, now); step > 0 {
+			// A sliding window found to misreport: its Retry-After is the
+			// window's length whatever its count, and its count falls
+			// steadily; one pace step frees a request.
+			d = min(d, step)
+		}
 		if d > 0 {
 			until := now.Add(min(d, g.maxPause))
 			if fresh && !a.far.any() && g.okSince > 0 && !g.resumedAt.IsZero() && !g.hasQuotas() {
@@ -480,7 +483,6 @@ func (g *gate) learn(tk ticket, a *answer, now time.Time) time.Time {
 				g.pace.measured(until.Sub(g.resumedAt) / time.Duration(g.okSince))
 			}
 			g.pauseUntil(until)
-			g.learnQuotas(tk, a, now)
 			return g.pausedUntil
 		}
 		if !fresh {
@@ -488,16 +490,9 @@ func (g *gate) learn(tk ticket, a *answer, now time.Time) time.Time {
 			// us nothing new, and must not compound the backoff.
 			return time.Time{}
 		}
-		g.backoff = min(max(2*g.backoff, minBackoff), g.maxPause)
-		until := now.Add(g.backoff)
-		var measured time.Duration
-		if g.okSince > 0 && !g.resumedAt.IsZero() {
-			// What the server took between the last pause and the end of
-			// this one.
-			measured = until.Sub(g.resumedAt) / time.Duration(g.okSince)
-		}
-		g.pace.refused(measured)
-		g.pauseUntil(until)
+		g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1)
+		g.backoff = min(max(2*g.backoff, g.pace.step), g.maxPause)
+		g.pauseUntil(now.Add(g.backoff))
 		return g.pausedUntil
 	}
 	if a.status < 400 {
@@ -545,7 +540,6 @@ func (g *gate) learnQuotas(tk ticket, a *answer, now time.Time) time.Time {
 					}
 					reset = now.Add(g.maxPause)
 				}
-				until = maxTime(until, minTime(reset, now.Add(g.maxPause)))
 			} else if !reset.IsZero() && !reset.After(now) {
 				// Some remain, but the reset is stale or rounded down to
 				// nothing: trust the count for a moment, then probe again.
@@ -569,6 +563,11 @@ func (g *gate) learnQuotas(tk ticket, a *answer, now time.Time) time.Time {
 		// was counted comes back and gives its claim back.
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, g.ver+1, now)
 		learned = true
+		if s.Remaining == 0 && !q.refill {
+			// A window at zero: nothing before its reset. (A refilling
+			// quota at zero only waits for what refills: readyAt.)
+			until = maxTime(until, reset)
+		}
 	}
 	if learned {
 		g.ver++
@@ -581,6 +580,20 @@ func (g *gate) learnQuotas(tk ticket, a *answer, now time.Time) time.Time {
 		return g.pausedUntil
 	}
 	return time.Time{}
+}
+
+// slidingStep is one pace step of a sliding window (quota.sliding) that a
+// refusal reports, once the quota is learned from it; 0 if none. g.mu must
+// be held.
+func (g *gate) slidingStep(a *answer, now time.Time) time.Duration {
+	for _, s := range a.info.Quotas {
+		for i := range g.quotas[:g.nq] {
+			if q := &g.quotas[i]; q.name == s.Name && q.sliding() {
+				return q.pace(now, 1, g.inflight)
+			}
+		}
+	}
+	return 0
 }
 
 // hasQuotas reports whether the gate follows any quota. g.mu must be held.

@@ -110,8 +110,12 @@ func (q *quota) avail(now time.Time, inflight int) int64 {
 // will have refilled; the window's reset (then the quota is stale and a
 // probe asks again); or zero when only an answer can free them (they are
 // claimed by requests on the wire).
+//
+// A sliding window is paced (pace), not counted: its remaining is a
+// rounded weighted count that says 0 while the pace keeps it under its
+// limit.
 func (q *quota) readyAt(now time.Time, n int64, inflight int) time.Time {
-	if !q.known || q.avail(now, inflight) >= n {
+	if !q.known || q.sliding() || q.avail(now, inflight) >= n {
 		return now
 	}
 	switch {
@@ -132,7 +136,14 @@ func (q *quota) readyAt(now time.Time, n int64, inflight int) time.Time {
 // pace is how long to hold the next request after one claimed n of q,
 // leaving a: the units left, spread evenly until the reset, once they are
 // a tenth of the limit or less. Refilling quotas pace themselves (readyAt).
+//
+// A sliding window is paced at all times, slidingMargin under its limit
+// per window: what it counts weighs on it for two windows, so a burst of
+// what it says remains is paid for by a stall.
 func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
+	if q.sliding() && q.limit > 1 {
+		return time.Duration(float64(q.window) * float64(n) / (float64(q.limit) - slidingMargin))
+	}
 	if !q.known || q.refill || q.guessed || q.concurrent() || n <= 0 {
 		return 0
 	}
@@ -142,6 +153,15 @@ func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
 	}
 	return time.Duration(float64(q.reset.Sub(now)) * float64(n) / float64(a+n))
 }
+
+// slidingMargin is how many requests per window under its limit a
+// sliding window is paced: its weighted count is rounded to the nearest
+// request (go-chi/httprate), so a count of limit−0.5 is already refused.
+const slidingMargin = 0.6
+
+// sliding reports whether q was found to be a sliding window that reports
+// the current fixed window's end as its reset.
+func (q *quota) sliding() bool { return q.refill && q.window > 0 }
 
 // low reports whether a quota is low enough to pace: a tenth of the limit
 // or less (when the limit is unknown, ten units or fewer).
@@ -215,16 +235,16 @@ func (q *quota) apply(s headers.Quota, refill, fresh bool, reset time.Time, gues
 		}
 		return
 	}
-	if q.window > 0 && q.refill {
+	if q.sliding() {
 		// A sliding window: model it as a bucket refilling limit per window.
-		q.rmin, q.at, q.ver, q.reset, q.guessed = s.Remaining, now, ver, reset, guessed
+		q.rmin, q.at, q.ver, q.reset, q.guessed, q.known = s.Remaining, now, ver, reset, guessed, true
 		q.full = now
 		if s.Limit > s.Remaining && s.Limit > 0 {
 			q.full = now.Add(time.Duration(float64(q.window) * float64(s.Limit-s.Remaining) / float64(s.Limit)))
 		}
 		return
 	}
-	if q.known && reset.After(q.reset.Add(time.Second/2)) && !q.reset.IsZero() && fresh {
+	if !q.reset.IsZero() && !now.Before(q.reset) && reset.After(q.reset.Add(time.Second/2)) {
 		// A new window. A fixed window starts empty: what remains is the
 		// limit less what reached it since, at most what we sent since the
 		// old reset (and a few sent just before). Far less than that, and
