@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/throttlekit/throttle/headers"
@@ -26,6 +27,13 @@ type gate struct {
 	q      waitq.Queue
 	timer  *time.Timer
 	closed bool
+
+	// A partition's own gate holds the gates of the buckets its host's
+	// answers named, and the routes learned for each (bucket.go).
+	buckets map[string]*gate
+	routes  map[route]*gate
+	parent  *gate        // a bucket's partition gate, or nil
+	wire    atomic.Int64 // inflight, for the buckets to read without g.mu
 
 	pausedUntil time.Time // no request starts before this
 	paused      bool      // a pause is in force (for the Resumed event)
@@ -70,6 +78,17 @@ type ticket struct {
 // remains means "not yet", not "no information".
 const notYet = time.Second
 
+// onWire is how many requests may be spending the gate's quotas now: its
+// own on the wire, and for a bucket, those its partition's gate let
+// through before their bucket was known. g.mu must be held.
+func (g *gate) onWire() int {
+	n := g.inflight
+	if g.parent != nil {
+		n += int(g.parent.wire.Load())
+	}
+	return n
+}
+
 // advance brings the gate's state up to now: a pause that has ended, window
 // quotas whose reset has passed (what we knew is stale: the next request
 // probes). It reports whether a pause ended. g.mu must be held.
@@ -102,7 +121,7 @@ func (g *gate) ready(now time.Time, ch *[maxQuotas]int64) (ok bool, wake time.Ti
 		wake = g.nextSend
 	}
 	for i := range g.quotas[:g.nq] {
-		t := g.quotas[i].readyAt(now, ch[i], g.inflight)
+		t := g.quotas[i].readyAt(now, ch[i], g.onWire())
 		if t.IsZero() {
 			return false, t
 		}
@@ -152,6 +171,7 @@ func (g *gate) tooBig(ch *[maxQuotas]int64) error {
 // start of the first cycle. g.mu must be held.
 func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64) ticket {
 	g.inflight++
+	g.wire.Store(int64(g.inflight))
 	if g.resumedAt.IsZero() {
 		if now.IsZero() {
 			now = time.Now()
@@ -171,7 +191,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64) ticket {
 		q := &g.quotas[i]
 		_, declared := c.of(q.name)
 		q.claim(now, ch[i], declared)
-		if d := q.pace(now, ch[i], g.inflight); d > 0 && now.Add(d).After(next) {
+		if d := q.pace(now, ch[i], g.onWire()); d > 0 && now.Add(d).After(next) {
 			next = now.Add(d)
 		}
 	}
@@ -291,7 +311,7 @@ func (g *gate) due(now time.Time, p int) time.Time {
 	exhausted := false
 	for i := range g.quotas[:g.nq] {
 		q := &g.quotas[i]
-		if q.known && !q.refill && q.avail(now, g.inflight) <= 0 {
+		if q.known && !q.refill && q.avail(now, g.onWire()) <= 0 {
 			exhausted = true
 			if at.Before(q.reset) {
 				at = q.reset
@@ -315,7 +335,7 @@ func (g *gate) due(now time.Time, p int) time.Time {
 		step := g.pace.step
 		for i := range g.quotas[:g.nq] {
 			q := &g.quotas[i]
-			if a := q.avail(now, g.inflight); q.known && !q.refill && !q.guessed && a > 0 && low(a, q.limit) {
+			if a := q.avail(now, g.onWire()); q.known && !q.refill && !q.guessed && a > 0 && low(a, q.limit) {
 				step = max(step, q.reset.Sub(now)/time.Duration(a+1))
 			}
 		}
@@ -389,6 +409,7 @@ func (g *gate) abortLocked(tk ticket) {
 // on the quotas and its place on the wire. g.mu must be held.
 func (g *gate) settle(tk ticket) {
 	g.inflight--
+	g.wire.Store(int64(g.inflight))
 	for i := range g.quotas[:g.nq] {
 		g.quotas[i].unclaim(tk.charge[i])
 	}
@@ -589,7 +610,7 @@ func (g *gate) slidingStep(a *answer, now time.Time) time.Duration {
 	for _, s := range a.info.Quotas {
 		for i := range g.quotas[:g.nq] {
 			if q := &g.quotas[i]; q.name == s.Name && q.sliding() {
-				return q.pace(now, 1, g.inflight)
+				return q.pace(now, 1, g.onWire())
 			}
 		}
 	}
@@ -719,7 +740,7 @@ func maxTime(a, b time.Time) time.Time {
 // neutral reports whether the gate holds nothing worth remembering.
 // g.mu must be held.
 func (g *gate) neutral(now time.Time) bool {
-	if g.q.Len() > 0 || g.inflight > 0 || g.probing || g.pausedUntil.After(now) || g.pace.step > 0 || g.phase > 0 {
+	if len(g.buckets) > 0 || g.q.Len() > 0 || g.inflight > 0 || g.probing || g.pausedUntil.After(now) || g.pace.step > 0 || g.phase > 0 {
 		return false
 	}
 	for i := range g.quotas[:g.nq] {
@@ -737,6 +758,9 @@ func (g *gate) close() {
 		return
 	}
 	g.closed = true
+	for _, b := range g.buckets {
+		b.close()
+	}
 	for h := g.q.Head(); h != nil; h = g.q.Head() {
 		g.q.Fail(h, limiters.ErrClosed)
 	}

@@ -45,6 +45,7 @@ type Transport struct {
 	maxPause time.Duration
 	lease    time.Duration
 	observer func(Event)
+	route    func(*http.Request) string // WithBucketRoute, or nil
 	logger   *slog.Logger
 	holds    bool // the repository's permits stay taken until the body is done
 
@@ -234,10 +235,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := c.check(); err != nil {
 		return nil, t.refuse(req, key, err)
 	}
-	var g *gate
+	var g, own *gate
+	var r route
 	var tk ticket
 	if t.feedback {
-		g = t.gate(key)
+		own = t.gate(key)
+		r = t.routeOf(req)
+		g = own
+		if b := own.routed(r); b != nil {
+			g = b
+		}
 		var w *gwaiter
 		var err error
 		tk, w, err = g.enter(b.deadline, c, priorityOf(req.Context()))
@@ -260,12 +267,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.base.RoundTrip(req)
 	if g != nil {
-		if resp != nil {
-			a := read(resp, headers.PeekBody(resp), time.Now())
-			g.done(tk, &a, time.Now())
-		} else {
-			g.done(tk, nil, time.Now())
-		}
+		t.learn(own, g, r, tk, resp)
 	}
 	if err != nil {
 		t.release(key)
@@ -279,6 +281,37 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// routeOf is req's route: WithBucketRoute's, or method and path.
+func (t *Transport) routeOf(req *http.Request) route {
+	if t.route != nil {
+		return route{first: t.route(req)}
+	}
+	return routeOf(req)
+}
+
+// learn settles the request let through by g (a bucket's gate, or the
+// partition's own gate own) and learns from its answer: in the gate of
+// the bucket the answer names, if it names one (learning the route's
+// bucket), else in g.
+func (t *Transport) learn(own, g *gate, r route, tk ticket, resp *http.Response) {
+	now := time.Now()
+	if resp == nil {
+		g.done(tk, nil, now)
+		return
+	}
+	a := read(resp, headers.PeekBody(resp), now)
+	lg := g
+	if name := bucketName(resp.Header, &a.info); name != "" {
+		lg = own.bucket(name, r)
+	}
+	if lg == g {
+		g.done(tk, &a, now)
+		return
+	}
+	g.done(tk, nil, now)
+	lg.observe(&a, now)
 }
 
 // refuse closes the request body, tells the observer, and returns err.
