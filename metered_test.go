@@ -297,4 +297,3 @@ func TestLLMAPIs(t *testing.T) {
 		})
 	})
 }
-
