@@ -297,3 +297,34 @@ func TestLLMAPIs(t *testing.T) {
 		})
 	})
 }
+
+// TestLimiterChargesADeclaredCost: WithLimiterCost("tokens") makes the
+// local limiter charge each request its declared tokens, so a client keeps
+// inside a tokens quota it knows before any answer; a cost above the
+// limiter's limit fails at once.
+func TestLimiterChargesADeclaredCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) })
+		tb := limiters.NewTokenBucket(limiters.PerSecond(100), 100)
+		tr := NewTransport(handlerTransport{h: h}, WithLimiter(tb), WithLimiterCost("tokens"))
+		defer tr.Close()
+		client := &http.Client{Transport: tr}
+		start := time.Now()
+		for range 3 {
+			status, err := post(t, WithCost(t.Context(), "tokens", 40), client, "http://api.test/", nil)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, status)
+		}
+		assert.Equal(t, 200*time.Millisecond, time.Since(start), "the third waited for 20 tokens")
+		assert.EqualValues(t, 120, tb.Stats().Acquired)
+
+		_, err := post(t, WithCost(t.Context(), "tokens", 500), client, "http://api.test/", nil)
+		assert.ErrorIs(t, err, limiters.ErrExceedsLimit)
+		status, err := post(t, t.Context(), client, "http://api.test/", nil) // undeclared: 1
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, status)
+		assert.EqualValues(t, 121, tb.Stats().Acquired)
+		assert.EqualValues(t, 4, calls.Load())
+	})
+}
