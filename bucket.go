@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -63,14 +64,14 @@ func bucketName(h http.Header, info *headers.Info) string {
 	return ""
 }
 
-// routed returns the bucket gate req's route belongs to, or nil.
+// routed returns the bucket gate req's route belongs to, or nil. It takes
+// no lock: the routes are replaced, never changed in place.
 func (g *gate) routed(r route) *gate {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.routes) == 0 {
+	m := g.routes.Load()
+	if m == nil {
 		return nil
 	}
-	return g.routes[r]
+	return (*m)[r]
 }
 
 // bucket returns the gate of the bucket named name, creating it, and
@@ -84,15 +85,17 @@ func (g *gate) bucket(name string, r route) *gate {
 			g.buckets = make(map[string]*gate)
 		}
 		name = strings.Clone(name)
-		b = &gate{key: g.key + "#" + name, maxPause: g.maxPause, emit: g.emit, closed: g.closed, parent: g}
+		b = &gate{key: g.key + "#" + name, name: name, maxPause: g.maxPause, emit: g.emit, closed: g.closed, parent: g}
 		g.buckets[name] = b
 	}
-	if g.routes[r] != b && len(g.routes) < maxRoutes {
-		if g.routes == nil {
-			g.routes = make(map[route]*gate)
+	old := g.routes.Load()
+	if old == nil || (*old)[r] != b && len(*old) < maxRoutes {
+		m := make(map[route]*gate, 1)
+		if old != nil {
+			m = maps.Clone(*old)
 		}
-		r = route{strings.Clone(r.method), strings.Clone(r.first), strings.Clone(r.second)}
-		g.routes[r] = b
+		m[route{strings.Clone(r.method), strings.Clone(r.first), strings.Clone(r.second)}] = b
+		g.routes.Store(&m)
 	}
 	return b
 }

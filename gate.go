@@ -31,8 +31,9 @@ type gate struct {
 	// A partition's own gate holds the gates of the buckets its host's
 	// answers named, and the routes learned for each (bucket.go).
 	buckets map[string]*gate
-	routes  map[route]*gate
-	parent  *gate        // a bucket's partition gate, or nil
+	routes  atomic.Pointer[map[route]*gate] // replaced, never changed: read without g.mu
+	name    string                          // a bucket's name, or ""
+	parent  *gate                           // a bucket's partition gate, or nil
 	wire    atomic.Int64 // inflight, for the buckets to read without g.mu
 
 	pausedUntil time.Time // no request starts before this
@@ -213,13 +214,14 @@ func (g *gate) pauseUntil(until time.Time) {
 }
 
 // enter lets the request declaring c through the gate now, or queues it at
-// priority p: then w is its place in the queue, to wait on with wait.
+// the priority ctx carries (WithPriority): then w is its place in the
+// queue, to wait on with wait.
 // deadline (if non-zero) is the latest the request may wait until: if the
 // gate can tell its turn would come later, enter refuses it at once with a
 // *limiters.RejectedError whose RetryAfter says when its turn would come.
 // A request that charges a quota more than its limit fails at once with an
 // *ExceedsQuotaError.
-func (g *gate) enter(deadline time.Time, c *cost, p int) (tk ticket, w *gwaiter, err error) {
+func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost) (tk ticket, w *gwaiter, err error) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -249,6 +251,7 @@ func (g *gate) enter(deadline time.Time, c *cost, p int) (tk ticket, w *gwaiter,
 			return tk, nil, nil
 		}
 	}
+	p := priorityOf(ctx)
 	if due := g.due(now, p); !deadline.IsZero() && !due.IsZero() && due.After(deadline) {
 		g.mu.Unlock()
 		g.report(resumed)
@@ -439,7 +442,7 @@ func read(resp *http.Response, body []byte, now time.Time) (a answer) {
 		a.far = farHints(resp.Header, now)
 	}
 	if len(a.info.Quotas) > 0 {
-		a.refill = refills(resp.Header)
+		a.refill = refills(resp.Header, a.info.Quotas)
 	}
 	return a
 }

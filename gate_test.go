@@ -40,15 +40,15 @@ func TestGateWaitCancelledAsLetThrough(t *testing.T) {
 			g := &gate{key: "api.test", maxPause: time.Minute}
 			// A 429 with Retry-After: 1 pauses the partition; after it, the
 			// first request through probes alone.
-			tk, w, err := g.enter(time.Time{}, nil, 0)
+			tk, w, err := g.enter(context.Background(), time.Time{}, nil)
 			require.NoError(t, err)
 			require.Nil(t, w)
 			g.done(tk, answerOf(&http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}), time.Now())
 			time.Sleep(time.Second)
-			probe, w, err := g.enter(time.Time{}, nil, 0)
+			probe, w, err := g.enter(context.Background(), time.Time{}, nil)
 			require.NoError(t, err)
 			require.Nil(t, w, "the probe goes at once")
-			_, w, err = g.enter(time.Time{}, nil, 0)
+			_, w, err = g.enter(context.Background(), time.Time{}, nil)
 			require.NoError(t, err)
 			require.NotNil(t, w, "the next waits for the probe's answer")
 
@@ -65,7 +65,7 @@ func TestGateWaitCancelledAsLetThrough(t *testing.T) {
 			g.mu.Unlock()
 			assert.Zero(t, inflight, "the admission was given back")
 			assert.Nil(t, head)
-			_, w, err = g.enter(time.Time{}, nil, 0)
+			_, w, err = g.enter(context.Background(), time.Time{}, nil)
 			require.NoError(t, err)
 			assert.Nil(t, w, "the next request goes at once")
 		})

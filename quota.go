@@ -197,11 +197,22 @@ func (q *quota) stale(now time.Time) bool {
 	return q.known && !q.refill && !q.concurrent() && !now.Before(q.reset)
 }
 
-// refills reports whether the answer h carries says its quotas refill
+// refills reports whether an answer's quotas (qs, read from h) refill
 // continuously: OpenAI's (x-ratelimit-reset-requests/-tokens, a duration
 // until full) and Anthropic's (anthropic-ratelimit-*, "continuously
-// replenished"), as their documentation says.
-func refills(h map[string][]string) bool {
+// replenished"), as their documentation says. The fields are looked for
+// only when a quota is named like theirs (requests, tokens, *-tokens).
+func refills(h map[string][]string, qs []headers.Quota) bool {
+	named := false
+	for i := range qs {
+		if n := qs[i].Name; n == "requests" || n == "tokens" || strings.HasSuffix(n, "-tokens") {
+			named = true
+			break
+		}
+	}
+	if !named {
+		return false
+	}
 	for k := range h {
 		if len(k) >= 20 && strings.EqualFold(k[:20], "anthropic-ratelimit-") ||
 			strings.EqualFold(k, "x-ratelimit-reset-requests") || strings.EqualFold(k, "x-ratelimit-reset-tokens") {

@@ -257,7 +257,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		var w *gwaiter
 		var err error
-		tk, w, err = g.enter(b.deadline, c, priorityOf(req.Context()))
+		tk, w, err = g.enter(req.Context(), b.deadline, c)
 		if err == nil && w != nil {
 			tk, err = g.wait(b.waitCtx(), w)
 		}
@@ -314,7 +314,7 @@ func (t *Transport) learn(own, g *gate, r route, tk ticket, resp *http.Response)
 	}
 	a := read(resp, headers.PeekBody(resp), now)
 	lg := g
-	if name := bucketName(resp.Header, &a.info); name != "" {
+	if name := bucketName(resp.Header, &a.info); name != "" && name != g.name {
 		lg = own.bucket(name, r)
 	}
 	if lg == g {
