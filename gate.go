@@ -34,7 +34,7 @@ type gate struct {
 	routes  atomic.Pointer[map[route]*gate] // replaced, never changed: read without g.mu
 	name    string                          // a bucket's name, or ""
 	parent  *gate                           // a bucket's partition gate, or nil
-	wire    atomic.Int64 // inflight, for the buckets to read without g.mu
+	wire    atomic.Int64                    // inflight, for the buckets to read without g.mu
 
 	pausedUntil time.Time // no request starts before this
 	paused      bool      // a pause is in force (for the Resumed event)
