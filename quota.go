@@ -39,6 +39,7 @@ type quota struct {
 	// since the last reset passed.
 	window time.Duration
 	after  int64
+	said   time.Time // the reset the server last wrote, as it wrote it
 }
 
 // countsRequests reports whether every request spends one unit of q unless
@@ -246,8 +247,13 @@ func (q *quota) apply(s headers.Quota, refill, fresh bool, reset time.Time, gues
 		}
 		return
 	}
+	defer func() { q.said = s.Reset }()
 	if q.sliding() {
-		// A sliding window: model it as a bucket refilling limit per window.
+		// A sliding window: model it as a bucket refilling limit per
+		// window. Its window is the least step seen between its resets.
+		if d := s.Reset.Sub(q.said); s.Window <= 0 && !q.said.IsZero() && d > 0 && d < q.window {
+			q.window = d
+		}
 		q.rmin, q.at, q.ver, q.reset, q.guessed, q.known = s.Remaining, now, ver, reset, guessed, true
 		q.full = now
 		if s.Limit > s.Remaining && s.Limit > 0 {
@@ -258,13 +264,19 @@ func (q *quota) apply(s headers.Quota, refill, fresh bool, reset time.Time, gues
 	if !q.reset.IsZero() && !now.Before(q.reset) && reset.After(q.reset.Add(time.Second/2)) {
 		// A new window. A fixed window starts empty: what remains is the
 		// limit less what reached it since, at most what we sent since the
-		// old reset (and a few sent just before). Far less than that, and
+		// old reset (and the probe, and a few sent just before). Clearly
+		// less than that (by more than a tenth of the limit, and one), and
 		// the previous window still weighs in: a sliding window whose reset
 		// is the current fixed window's end (go-chi/httprate).
-		if s.Limit > 0 && s.Remaining+q.after < s.Limit/2 {
-			q.window = reset.Sub(q.reset)
-			if s.Window > 0 {
-				q.window = s.Window
+		if s.Limit > 0 && s.Remaining+q.after < s.Limit-1-s.Limit/10 {
+			// Its window: as the server says, or the step between the
+			// resets it wrote (not ours, adjusted for sloppy servers).
+			q.window = s.Window
+			if q.window <= 0 {
+				q.window = reset.Sub(q.reset)
+				if d := s.Reset.Sub(q.said); !q.said.IsZero() && d > 0 {
+					q.window = d
+				}
 			}
 			q.refill = true
 			q.apply(s, false, fresh, reset, guessed, ver, now)
