@@ -78,9 +78,11 @@ func TestBucketsPauseOnlyTheirOwn(t *testing.T) {
 		assert.LessOrEqual(t, st.ByKey["search"].Refused, int64(5), "search refused (the first burst's)")
 		assert.EqualValues(t, 200, st.ByKey["core"].Admitted)
 		assert.Zero(t, st.ByKey["core"].Refused, "core refused")
-		// Search's pauses last until its window ends, up to a second; a core
-		// request waits at most for the probe of its own new window.
-		assert.LessOrEqual(t, time.Duration(slowest.Load()), 4*latency, "the slowest core request")
+		// Search's pauses last until its window ends, up to a second (the
+		// test fails with 2.9s if the buckets share one gate); a core
+		// request waits at most for a few round trips of its own bucket's
+		// probes.
+		assert.Less(t, time.Duration(slowest.Load()), 10*latency, "the slowest core request")
 	})
 }
 
