@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hashicorp/go-retryablehttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -329,4 +330,62 @@ func TestLimiterChargesADeclaredCost(t *testing.T) {
 		assert.EqualValues(t, 121, tb.Stats().Acquired)
 		assert.EqualValues(t, 4, calls.Load())
 	})
+}
+
+// TestLLMAPIWithoutTheTransport is the control for TestLLMAPIs/openai: the
+// same workload through a plain client that retries a 429 after 50 ms, and
+// through go-retryablehttp with its defaults (which honour Retry-After),
+// collects many 429s. The figures it logs are the README's.
+func TestLLMAPIWithoutTheTransport(t *testing.T) {
+	const workers, total = 10, 300
+	for _, name := range []string{"plain", "go-retryablehttp"} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				oa := apisim.NewOpenAI(apisim.OpenAIConfig{RequestsPerWindow: 600, TokensPerWindow: 40000, Window: time.Minute})
+				base := &apisim.Transport{Handler: oa, Latency: 20 * time.Millisecond, Jitter: 10 * time.Millisecond, Seed: 3}
+				var client *http.Client
+				if name == "plain" {
+					client = &http.Client{Transport: sleepOn429{base}}
+				} else {
+					rc := retryablehttp.NewClient()
+					rc.Logger = nil
+					rc.RetryMax = 10000
+					rc.HTTPClient.Transport = base
+					client = rc.StandardClient()
+				}
+				var tokens atomic.Int64
+				elapsed := llmRun(t, client, "http://api.test/v1/chat/completions", workers, total,
+					func(r *rand.Rand) ([]byte, context.Context) {
+						n := 100 + r.Int64N(900)
+						tokens.Add(n)
+						return chat(n), context.Background()
+					})
+				ideal := time.Duration(float64(tokens.Load()-40000) / 40000 * float64(time.Minute))
+				st := oa.Snapshot()
+				t.Logf("%d ok, %d refused, elapsed %v (ideal %v, ratio %.2f)", st.Admitted, st.Refused, elapsed, ideal, elapsed.Seconds()/ideal.Seconds())
+				assert.Greater(t, st.Refused, int64(50))
+			})
+		})
+	}
+}
+
+// sleepOn429 is what hand-written retry loops do: a 429 is retried after
+// 50 ms, until it succeeds.
+type sleepOn429 struct{ base http.RoundTripper }
+
+func (s sleepOn429) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		r := req.Clone(req.Context())
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		resp, err := s.base.RoundTrip(r)
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+			return resp, err
+		}
+		resp.Body.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
 }
