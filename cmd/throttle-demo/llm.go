@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
-
 	"github.com/throttlekit/throttle"
 	"github.com/throttlekit/throttle/internal/apisim"
 )
@@ -83,41 +81,18 @@ func runLLM(out io.Writer, tty bool, jobs, workers int) ([]*client, error) {
 	plainHTTP := &http.Client{Transport: countingRT{&http.Transport{MaxIdleConnsPerHost: workers}, plain}}
 	plain.do = func(ctx context.Context, url string) (int, error) {
 		n := plainSizes.next()
-		for {
-			req, err := completion(ctx, url, "plain", n)
-			if err != nil {
-				return 0, err
-			}
-			status, err := complete(plainHTTP, req)
-			if err != nil || status != http.StatusTooManyRequests {
-				return status, err
-			}
-			time.Sleep(50 * time.Millisecond) // what hand-written retry loops do
-		}
+		return retry429(50*time.Millisecond, func() (int, error) { return complete(ctx, plainHTTP, url, "plain", n) })
 	}
 
 	retrying := &client{name: "go-retryablehttp"}
 	retryingSizes := &sizes{rng: rand.New(rand.NewPCG(1, 1))}
-	rc := retryablehttp.NewClient()
-	rc.Logger = nil
-	rc.RetryMax = 50
-	rc.HTTPClient.Transport = countingRT{&http.Transport{MaxIdleConnsPerHost: workers}, retrying}
+	rc := newRetryable(retrying, workers)
 	retrying.do = func(ctx context.Context, url string) (int, error) {
 		req, err := completion(ctx, url, "retryablehttp", retryingSizes.next())
 		if err != nil {
 			return 0, err
 		}
-		rreq, err := retryablehttp.FromRequest(req)
-		if err != nil {
-			return 0, err
-		}
-		resp, err := rc.Do(rreq)
-		if err != nil {
-			return 0, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, nil
+		return doRetryable(rc, req)
 	}
 
 	throttled := &client{name: "throttle.Transport"}
@@ -128,16 +103,7 @@ func runLLM(out io.Writer, tty bool, jobs, workers int) ([]*client, error) {
 	throttled.do = func(ctx context.Context, url string) (int, error) {
 		n := throttledSizes.next()
 		ctx = throttle.WithCost(ctx, "tokens", n)
-		for {
-			req, err := completion(ctx, url, "throttle", n)
-			if err != nil {
-				return 0, err
-			}
-			status, err := complete(throttledHTTP, req)
-			if err != nil || status != http.StatusTooManyRequests {
-				return status, err
-			}
-		}
+		return retry429(0, func() (int, error) { return complete(ctx, throttledHTTP, url, "throttle", n) })
 	}
 
 	clients := []*client{plain, retrying, throttled}
@@ -151,9 +117,13 @@ func runLLM(out io.Writer, tty bool, jobs, workers int) ([]*client, error) {
 	return clients, nil
 }
 
-// complete sends req with hc and returns the status, the body read and
-// closed.
-func complete(hc *http.Client, req *http.Request) (int, error) {
+// complete asks, as client id, for a completion of n tokens through hc and
+// returns the status, the body read and closed.
+func complete(ctx context.Context, hc *http.Client, url, id string, n int64) (int, error) {
+	req, err := completion(ctx, url, id, n)
+	if err != nil {
+		return 0, err
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err

@@ -104,34 +104,18 @@ func run(out io.Writer, tty bool, rate, jobs, workers int) ([]*client, error) {
 	plain := &client{name: "plain http.Client"}
 	plainHTTP := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
 	plain.do = func(ctx context.Context, url string) (int, error) {
-		for {
-			status, err := send(ctx, plainHTTP, url, "plain", plain)
-			if err != nil || status != http.StatusTooManyRequests {
-				return status, err
-			}
-			time.Sleep(50 * time.Millisecond) // what hand-written retry loops do
-		}
+		return retry429(50*time.Millisecond, func() (int, error) { return send(ctx, plainHTTP, url, "plain", plain) })
 	}
 
 	retrying := &client{name: "go-retryablehttp"}
-	rc := retryablehttp.NewClient()
-	rc.Logger = nil
-	rc.RetryMax = 50
-	rc.HTTPClient.Transport = &http.Transport{MaxIdleConnsPerHost: workers}
-	rc.HTTPClient.Transport = countingRT{rc.HTTPClient.Transport, retrying}
+	rc := newRetryable(retrying, workers)
 	retrying.do = func(ctx context.Context, url string) (int, error) {
-		req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return 0, err
 		}
 		req.Header.Set("X-Client", "retryablehttp")
-		resp, err := rc.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, nil
+		return doRetryable(rc, req)
 	}
 
 	throttled := &client{name: "throttle.Transport"}
@@ -139,12 +123,7 @@ func run(out io.Writer, tty bool, rate, jobs, workers int) ([]*client, error) {
 	defer tr.Close()
 	throttledHTTP := &http.Client{Transport: tr}
 	throttled.do = func(ctx context.Context, url string) (int, error) {
-		for {
-			status, err := send(ctx, throttledHTTP, url, "throttle", nil)
-			if err != nil || status != http.StatusTooManyRequests {
-				return status, err
-			}
-		}
+		return retry429(0, func() (int, error) { return send(ctx, throttledHTTP, url, "throttle", nil) })
 	}
 
 	clients := []*client{plain, retrying, throttled}
@@ -154,6 +133,44 @@ func run(out io.Writer, tty bool, rate, jobs, workers int) ([]*client, error) {
 	fmt.Fprintf(out, "\nThe API allows %d/s per client: at best %d jobs take about %.1fs (the first %d at once).\n",
 		rate, jobs, float64(jobs-rate)/float64(rate), rate)
 	return clients, nil
+}
+
+// retry429 calls do until its answer is not a 429, sleeping pause between
+// tries (what hand-written retry loops do; the Transport needs no pause:
+// it does the waiting).
+func retry429(pause time.Duration, do func() (int, error)) (int, error) {
+	for {
+		status, err := do()
+		if err != nil || status != http.StatusTooManyRequests {
+			return status, err
+		}
+		time.Sleep(pause)
+	}
+}
+
+// newRetryable returns go-retryablehttp with its defaults, counted as c.
+func newRetryable(c *client, workers int) *retryablehttp.Client {
+	rc := retryablehttp.NewClient()
+	rc.Logger = nil
+	rc.RetryMax = 50
+	rc.HTTPClient.Transport = countingRT{&http.Transport{MaxIdleConnsPerHost: workers}, c}
+	return rc
+}
+
+// doRetryable sends req through rc and returns the final status, the body
+// read and closed.
+func doRetryable(rc *retryablehttp.Client, req *http.Request) (int, error) {
+	rreq, err := retryablehttp.FromRequest(req)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := rc.Do(rreq)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
 
 // compete runs the clients at once, each completing jobs successful
