@@ -504,7 +504,7 @@ func (g *gate) learn(tk ticket, a *answer, now time.Time) time.Time {
 			if fresh && !a.far.any() && g.okSince > 0 && !g.resumedAt.IsZero() && !g.hasQuotas() {
 				// No quota to follow: learn a pace from how many requests
 				// the server took between the last pause and this one.
-				g.pace.measured(until.Sub(g.resumedAt) / time.Duration(g.okSince))
+				g.pace.measured(min(until.Sub(g.resumedAt)/time.Duration(g.okSince), g.maxPause))
 			}
 			g.pauseUntil(until)
 			return g.pausedUntil
@@ -515,6 +515,7 @@ func (g *gate) learn(tk ticket, a *answer, now time.Time) time.Time {
 			return time.Time{}
 		}
 		g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1)
+		g.pace.step = min(g.pace.step, g.maxPause)
 		g.backoff = min(max(2*g.backoff, g.pace.step), g.maxPause)
 		g.pauseUntil(now.Add(g.backoff))
 		return g.pausedUntil
@@ -555,6 +556,9 @@ func (g *gate) learnQuotas(tk ticket, a *answer, now time.Time) time.Time {
 			continue
 		}
 		reset, guessed := s.Reset, false
+		if a.refill && !reset.IsZero() {
+			reset = minTime(reset, now.Add(g.maxPause))
+		}
 		if !a.refill {
 			reset = g.resetFor(s, now)
 			if s.Remaining == 0 {

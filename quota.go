@@ -235,6 +235,11 @@ func (q *quota) apply(s headers.Quota, refill, fresh bool, reset time.Time, gues
 		return
 	}
 	if refill {
+		if s.Limit <= 0 {
+			// A bucket of no size says nothing we could pace by.
+			q.known = false
+			return
+		}
 		// A bucket's level only grows between two of our requests, so the
 		// freshest word is the truth; an older one counts only if it says
 		// less than we project.
