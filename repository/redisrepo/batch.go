@@ -1,0 +1,157 @@
+package redisrepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// batcher sends the calls that arrive while a round trip is in flight
+// together, as one pipeline of EVALSHA commands (at most cfg.batch of them).
+// One goroutine per Repository runs the round trips; a call costs a channel,
+// not a goroutine. An idle batcher sends a call at once: batching adds no
+// latency beyond the round trip already in flight.
+type batcher struct {
+	r       *Repository
+	mu      sync.Mutex
+	pending []*call
+	closed  bool
+	kick    chan struct{}
+	done    chan struct{}
+}
+
+type call struct {
+	keys []string
+	args []any
+	res  any
+	err  error
+	done chan struct{}
+}
+
+func newBatcher(r *Repository) *batcher {
+	b := &batcher{r: r, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go b.run()
+	return b
+}
+
+// do runs the script with keys and args and waits for its result or ctx.
+// A call abandoned by its ctx may still run: a rate limit may then count
+// it, and a concurrency lease it took expires (nobody renews it).
+func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
+	c := b.submit(keys, args)
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// submit queues a call for the next round trip; its done channel closes
+// when its result is in.
+func (b *batcher) submit(keys []string, args []any) *call {
+	c := &call{keys: keys, args: args, done: make(chan struct{})}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		c.err = limiters.ErrClosed
+		close(c.done)
+		return c
+	}
+	b.pending = append(b.pending, c)
+	b.mu.Unlock()
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+	return c
+}
+
+func (b *batcher) run() {
+	defer close(b.done)
+	for range b.kick {
+		for {
+			b.mu.Lock()
+			k := min(len(b.pending), b.r.cfg.batch)
+			batch := b.pending[:k:k]
+			b.pending = b.pending[k:]
+			closed := b.closed
+			b.mu.Unlock()
+			if k == 0 {
+				if closed {
+					return
+				}
+				break
+			}
+			b.exec(batch)
+		}
+	}
+}
+
+// close fails the calls not yet sent with ErrClosed and waits for the
+// round trip in flight.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	rest := b.pending
+	b.pending = nil
+	b.mu.Unlock()
+	for _, c := range rest {
+		c.err = limiters.ErrClosed
+		close(c.done)
+	}
+	close(b.kick)
+	<-b.done
+}
+
+// ours reports whether err is a reply of our scripts (a foreign value),
+// which says nothing about Redis's health.
+func ours(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "THROTTLE ")
+}
+
+func (b *batcher) exec(batch []*call) {
+	r := b.r
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.timeout)
+	defer cancel()
+	_, err := r.cb.Execute(func() (struct{}, error) {
+		cmds := make([]*redis.Cmd, len(batch))
+		if len(batch) == 1 {
+			c := batch[0]
+			cmds[0] = r.script.EvalSha(ctx, r.client, c.keys, c.args...)
+		} else {
+			pipe := r.client.Pipeline()
+			for i, c := range batch {
+				cmds[i] = r.script.EvalSha(ctx, pipe, c.keys, c.args...)
+			}
+			pipe.Exec(ctx) // each command carries its own error
+		}
+		var failed error
+		for i, c := range batch {
+			c.res, c.err = cmds[i].Result()
+			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
+				c.res, c.err = r.script.Run(ctx, r.client, c.keys, c.args...).Result()
+			}
+			if c.err != nil && !ours(c.err) {
+				failed = c.err
+			}
+		}
+		return struct{}{}, failed
+	})
+	for _, c := range batch {
+		switch {
+		case err != nil && (errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)):
+			c.res, c.err = nil, fmt.Errorf("%w: circuit breaker: %w", ErrUnavailable, err)
+		case c.err != nil && !ours(c.err):
+			c.res, c.err = nil, fmt.Errorf("%w: %w", ErrUnavailable, c.err)
+		}
+		close(c.done)
+	}
+}
