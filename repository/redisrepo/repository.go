@@ -552,9 +552,8 @@ func (r *Repository) Release(ctx context.Context, key string, n int) error {
 	} else {
 		r.held[key] = h[:len(h)-k]
 	}
-	close(r.released)
-	r.released = make(chan struct{})
 	r.mu.Unlock()
+	defer r.wakeWaiters()
 	var members []string
 	local := 0
 	for _, m := range give {
@@ -576,6 +575,15 @@ func (r *Repository) Release(ctx context.Context, key string, n int) error {
 		return err
 	}
 	return nil
+}
+
+// wakeWaiters tells this process's waiters for a concurrency permit that
+// one came back.
+func (r *Repository) wakeWaiters() {
+	r.mu.Lock()
+	close(r.released)
+	r.released = make(chan struct{})
+	r.mu.Unlock()
 }
 
 // Peek reports key's state as TryAcquire(ctx, key, 0) does, spending
