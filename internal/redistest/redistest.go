@@ -90,7 +90,7 @@ func (s *Server) start() error {
 	args := append([]string{
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--protected-mode", "no",
+		"--protected-mode", "no", "--enable-debug-command", "local",
 	}, s.args...)
 	cmd := exec.Command("redis-server", args...)
 	logf, err := os.Create(filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", time.Now().UnixNano())))

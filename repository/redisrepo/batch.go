@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
@@ -44,13 +45,22 @@ func newBatcher(r *Repository) *batcher {
 // do runs the script with keys and args and waits for its result or ctx.
 // A call abandoned by its ctx may still run: a rate limit may then count
 // it, and a concurrency lease it took expires (nobody renews it).
+//
+// The wait is also bounded by the round-trip timeout, whatever the client
+// does with contexts (go-redis ignores them on sockets unless the client
+// sets ContextTimeoutEnabled; its ReadTimeout, 3s by default, then ends a
+// round trip to a Redis that stopped answering).
 func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
 	c := b.submit(keys, args)
+	t := time.NewTimer(b.r.cfg.timeout)
+	defer t.Stop()
 	select {
 	case <-c.done:
 		return c.res, c.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-t.C:
+		return nil, fmt.Errorf("%w: no reply within %v", ErrUnavailable, b.r.cfg.timeout)
 	}
 }
 
