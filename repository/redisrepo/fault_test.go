@@ -261,3 +261,29 @@ func masterOf(ctx context.Context, c *redis.ClusterClient, key string) (string, 
 	}
 	return "", fmt.Errorf("no master for slot %d", slot)
 }
+
+// TestFailLocalLeases: while Redis is away, FailLocal hands out local
+// concurrency permits (limit divided by the replicas), and their Release,
+// even a double one, goes back to the local limiter without a panic.
+func TestFailLocalLeases(t *testing.T) {
+	s := redistest.Start(t)
+	events := &eventLog{}
+	spec := limiters.Spec{Algorithm: limiters.AlgConcurrency, Limit: 8}
+	r := newRepo(t, newClient(t, s), spec, faultOpts(FailLocal, events)...)
+	ctx := ctxT(t)
+	s.Stop()
+	for i := range 3 {
+		d, err := r.TryAcquire(ctx, "k", 1)
+		if err != nil || d.Allowed != (i < 2) {
+			t.Fatalf("local permit %d of 8/4: %+v, %v", i, d, err)
+		}
+	}
+	for range 4 {
+		if err := r.Release(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Acquire(ctx, "k", 2); err != nil {
+		t.Fatalf("Acquire after the local permits came back: %v", err)
+	}
+}
