@@ -31,7 +31,6 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-
 // TestBatching: 64 goroutines calling at once share round trips: far fewer
 // round trips than calls, and no pipeline larger than WithBatch.
 func TestBatching(t *testing.T) {
