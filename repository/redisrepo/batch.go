@@ -21,8 +21,10 @@ import (
 // latency beyond the round trip already in flight.
 type batcher struct {
 	r       *Repository
+	direct  bool // the client honours contexts: an idle batcher lets a caller send its own call
 	mu      sync.Mutex
 	pending []*call
+	busy    bool // a round trip is in flight, or the sender has been kicked
 	closed  bool
 	kick    chan struct{}
 	done    chan struct{}
@@ -37,9 +39,49 @@ type call struct {
 }
 
 func newBatcher(r *Repository) *batcher {
-	b := &batcher{r: r, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	b := &batcher{r: r, direct: honoursContexts(r.client), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go b.run()
 	return b
+}
+
+// honoursContexts reports whether client bounds socket reads by the
+// context's deadline (go-redis's ContextTimeoutEnabled), so that a caller
+// may make a round trip on its own goroutine without outliving its ctx.
+func honoursContexts(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// alone sends a call on the caller's goroutine when nothing is in flight
+// (the common case at low concurrency, saving a hand-off to the sender),
+// bounded by ctx and the round-trip timeout. It returns nil when a round trip
+// is in flight: the call must queue.
+func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
+	b.mu.Lock()
+	if b.busy || b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.busy = true
+	b.mu.Unlock()
+	c := &call{keys: keys, args: args, done: make(chan struct{})}
+	b.exec(ctx, []*call{c})
+	b.mu.Lock()
+	if len(b.pending) > 0 && !b.closed {
+		b.kick <- struct{}{} // busy stays set: the sender takes over
+	} else {
+		b.busy = false
+	}
+	b.mu.Unlock()
+	if c.err != nil && ctx.Err() != nil {
+		c.err = ctx.Err()
+	}
+	return c
 }
 
 // do runs the script with keys and args and waits for its result or ctx.
@@ -51,6 +93,11 @@ func newBatcher(r *Repository) *batcher {
 // sets ContextTimeoutEnabled; its ReadTimeout, 3s by default, then ends a
 // round trip to a Redis that stopped answering).
 func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
+	if b.direct {
+		if c := b.alone(ctx, keys, args); c != nil {
+			return c.res, c.err
+		}
+	}
 	c := b.submit(keys, args)
 	t := time.NewTimer(b.r.cfg.timeout)
 	defer t.Stop()
@@ -76,11 +123,13 @@ func (b *batcher) submit(keys []string, args []any) *call {
 		return c
 	}
 	b.pending = append(b.pending, c)
-	b.mu.Unlock()
-	select {
-	case b.kick <- struct{}{}:
-	default:
+	if !b.busy {
+		// The only kick outstanding: busy stays set until the sender has
+		// drained pending, so this send never blocks.
+		b.busy = true
+		b.kick <- struct{}{}
 	}
+	b.mu.Unlock()
 	return c
 }
 
@@ -92,15 +141,13 @@ func (b *batcher) run() {
 			k := min(len(b.pending), b.r.cfg.batch)
 			batch := b.pending[:k:k]
 			b.pending = b.pending[k:]
-			closed := b.closed
-			b.mu.Unlock()
 			if k == 0 {
-				if closed {
-					return
-				}
+				b.busy = false
+				b.mu.Unlock()
 				break
 			}
-			b.exec(batch)
+			b.mu.Unlock()
+			b.exec(context.Background(), batch)
 		}
 	}
 }
@@ -117,7 +164,9 @@ func (b *batcher) close() {
 		c.err = limiters.ErrClosed
 		close(c.done)
 	}
-	close(b.kick)
+	b.mu.Lock()
+	close(b.kick) // kicks are sent under mu and never once closed is set
+	b.mu.Unlock()
 	<-b.done
 }
 
@@ -127,9 +176,11 @@ func ours(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "THROTTLE ")
 }
 
-func (b *batcher) exec(batch []*call) {
+// exec sends batch in one round trip, bounded by parent and the round-trip
+// timeout, through the circuit breaker.
+func (b *batcher) exec(parent context.Context, batch []*call) {
 	r := b.r
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.timeout)
+	ctx, cancel := context.WithTimeout(parent, r.cfg.timeout)
 	defer cancel()
 	_, err := r.cb.Execute(func() (struct{}, error) {
 		cmds := make([]*redis.Cmd, len(batch))

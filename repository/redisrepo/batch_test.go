@@ -35,7 +35,12 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // round trips than calls, and no pipeline larger than WithBatch.
 func TestBatching(t *testing.T) {
 	s := redistest.Start(t)
-	c := newClient(t, s)
+	for _, kind := range clientKinds {
+		t.Run(kind.name, func(t *testing.T) { testBatching(t, kind.make(t, s)) })
+	}
+}
+
+func testBatching(t *testing.T, c *redis.Client) {
 	h := &roundTrips{}
 	c.AddHook(h)
 	r := newRepo(t, c, limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 100, Rate: limiters.PerSecond(100)}, WithBatch(16))

@@ -132,10 +132,11 @@ func load(r *Repository, stop <-chan struct{}, late *atomic.Int64) *sync.WaitGro
 // the breaker opens, and service comes back by itself.
 func TestStopRestart(t *testing.T) {
 	s := redistest.Start(t)
-	for _, mode := range []FailMode{FailClosed, FailOpen, FailLocal} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for i, mode := range []FailMode{FailClosed, FailOpen, FailLocal} {
+		kind := clientKinds[i%2]
+		t.Run(mode.String()+"/"+kind.name, func(t *testing.T) {
 			events := &eventLog{}
-			r := newRepo(t, newClient(t, s), faultSpec, faultOpts(mode, events)...)
+			r := newRepo(t, kind.make(t, s), faultSpec, faultOpts(mode, events)...)
 			waitUp(t, r, "k")
 			stop := make(chan struct{})
 			var late atomic.Int64
@@ -181,25 +182,27 @@ func TestPause(t *testing.T) {
 			return nil
 		}},
 	} {
-		t.Run(pause.name, func(t *testing.T) {
-			events := &eventLog{}
-			r := newRepo(t, newClient(t, s), faultSpec, faultOpts(FailOpen, events)...)
-			waitUp(t, r, "k")
-			if err := pause.do(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			bounded(t, func(ctx context.Context) {
-				begin := time.Now()
-				d, err := r.TryAcquire(ctx, "k", 1)
-				if err != nil || !d.Allowed || events.count(EventFailOpen, "") == 0 {
-					t.Errorf("FailOpen while paused: %+v, %v", d, err)
+		for _, kind := range clientKinds {
+			t.Run(pause.name+"/"+kind.name, func(t *testing.T) {
+				events := &eventLog{}
+				r := newRepo(t, kind.make(t, s), faultSpec, faultOpts(FailOpen, events)...)
+				waitUp(t, r, "k")
+				if err := pause.do(context.Background()); err != nil {
+					t.Fatal(err)
 				}
-				if el := time.Since(begin); el > 600*time.Millisecond {
-					t.Errorf("a call took %v with a 200ms round-trip timeout", el)
-				}
+				bounded(t, func(ctx context.Context) {
+					begin := time.Now()
+					d, err := r.TryAcquire(ctx, "k", 1)
+					if err != nil || !d.Allowed || events.count(EventFailOpen, "") == 0 {
+						t.Errorf("FailOpen while paused: %+v, %v", d, err)
+					}
+					if el := time.Since(begin); el > 600*time.Millisecond {
+						t.Errorf("a call took %v with a 200ms round-trip timeout", el)
+					}
+				})
+				waitUp(t, r, "k")
 			})
-			waitUp(t, r, "k")
-		})
+		}
 	}
 }
 

@@ -11,13 +11,29 @@ import (
 	"github.com/throttlekit/throttle/limiters"
 )
 
-// newClient returns a client of s, closed when t ends.
+// newClient returns a client of s that honours contexts (the setting the
+// package doc recommends), closed when t ends.
 func newClient(t testing.TB, s *redistest.Server) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newPlainClient returns a client with go-redis's defaults, which ignore
+// contexts on sockets: every call then goes through the batcher's sender.
+func newPlainClient(t testing.TB, s *redistest.Server) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// clientKinds are the two paths a call can take.
+var clientKinds = []struct {
+	name string
+	make func(testing.TB, *redistest.Server) *redis.Client
+}{{"ctx-client", newClient}, {"plain-client", newPlainClient}}
 
 // newRepo returns a repository closed when t ends.
 func newRepo(t testing.TB, c redis.UniversalClient, spec limiters.Spec, opts ...Option) *Repository {
