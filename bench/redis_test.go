@@ -136,7 +136,7 @@ func BenchmarkRedis(b *testing.B) {
 	for _, g := range []int{1, 64} {
 		for _, impl := range redisImpls {
 			b.Run(fmt.Sprintf("g=%d/impl=%s", g, impl.name), func(b *testing.B) {
-				c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 				defer c.Close()
 				check := impl.make(b, c)
 				calls := max(b.N/impl.batch, g)
