@@ -66,37 +66,47 @@ func TestChainDifferential(t *testing.T) {
 	}
 }
 
-// TestLeakyQueueFull: a leaky bucket queues at most its capacity (or
-// QueueLimit) of reserved permits; more is ErrQueueFull at once.
-func TestLeakyQueueFull(t *testing.T) {
+// TestQueueFull: the bucket algorithms queue at most QueueLimit reserved
+// permits (the leaky bucket: its capacity by default); more is ErrQueueFull
+// at once.
+func TestQueueFull(t *testing.T) {
 	s := redistest.Start(t)
-	r := newRepo(t, newClient(t, s), limiters.Spec{Algorithm: limiters.AlgLeakyBucket, Limit: 3, Rate: limiters.PerSecond(1)})
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
-	if err := r.Acquire(ctx, "k", 1); err != nil { // granted now
-		t.Fatal(err)
-	}
-	done := make(chan error, 3)
-	for range 3 {
-		go func() { done <- r.Acquire(ctx, "k", 1) }() // queued: 1s, 2s, 3s away
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		d, _ := r.Peek(ctx, "k")
-		if d.Remaining == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("three reservations never filled the queue: %+v", d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := r.Acquire(ctx, "k", 1); !errors.Is(err, limiters.ErrQueueFull) {
-		t.Fatalf("a fourth waiter: %v, want ErrQueueFull", err)
-	}
-	cancel()
-	for range 3 {
-		<-done
+	c := newClient(t, s)
+	for _, spec := range []limiters.Spec{
+		{Algorithm: limiters.AlgLeakyBucket, Limit: 3, Rate: limiters.PerSecond(1)},
+		{Algorithm: limiters.AlgGCRA, Limit: 1, Rate: limiters.PerSecond(1), QueueLimit: 3},
+		{Algorithm: limiters.AlgTokenBucket, Limit: 1, Rate: limiters.PerSecond(1), QueueLimit: 3},
+	} {
+		t.Run(spec.Algorithm, func(t *testing.T) {
+			r := newRepo(t, c, spec, WithPrefix("q-"+spec.Algorithm+":"))
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			if err := r.Acquire(ctx, "k", 1); err != nil { // granted now
+				t.Fatal(err)
+			}
+			done := make(chan error, 3)
+			for i := range 3 {
+				go func() { done <- r.Acquire(ctx, "k", 1) }() // queued: 1s, 2s, 3s away
+				deadline := time.Now().Add(5 * time.Second)
+				for { // wait until it has reserved: the wait grows to about i+2 seconds
+					d, _ := r.Peek(ctx, "k")
+					if d.RetryAfter > time.Duration(i+1)*time.Second+500*time.Millisecond {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("waiter %d never reserved: %+v", i, d)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			if err := r.Acquire(ctx, "k", 1); !errors.Is(err, limiters.ErrQueueFull) {
+				t.Fatalf("a fourth waiter: %v, want ErrQueueFull", err)
+			}
+			cancel()
+			for range 3 {
+				<-done
+			}
+		})
 	}
 }
 

@@ -33,8 +33,11 @@
 // waiters are served in reservation order whichever replica they are on. A
 // slot past ctx's deadline is refused at once with *limiters.RejectedError.
 // A caller that gives up cancels its reservation: given back while it is the
-// latest on the key, otherwise left to expire. The window algorithms and
-// concurrency limits retry instead (see Repository.Acquire).
+// latest on the key, otherwise left to expire. A spec's QueueLimit bounds
+// the permits reserved ahead (the leaky bucket's default is its capacity;
+// the others are unlimited by default): beyond it Acquire returns
+// limiters.ErrQueueFull at once. The window algorithms and concurrency
+// limits retry instead (see Repository.Acquire).
 //
 // Concurrency permits are leases: members of a sorted set scored by their
 // expiry, renewed by one goroutine per Repository while held, so the permits
@@ -44,7 +47,11 @@
 // Calls from one process that arrive while a round trip is in flight go
 // together in the next pipeline (at most WithBatch calls), sent by one
 // goroutine per Repository: no goroutine per call, and no added latency when
-// the connection is idle.
+// the connection is idle. Give the client ContextTimeoutEnabled: true (so
+// that go-redis bounds its socket reads by the context): a call that finds
+// nothing in flight then makes its round trip on its own goroutine, which
+// saves a hand-off; without it every call goes through that goroutine, and
+// its wait is still bounded by its ctx and WithTimeout.
 //
 // # Keys and TTLs
 //

@@ -107,6 +107,13 @@ end
 function A.g.refund(L, n)
   L.tu, L.tf = sub(L, L.tu, L.tf, times(L, n))
 end
+-- queued counts the permits reserved beyond a full bucket's worth.
+function A.g.queued(L, t)
+  local ou, of = sub(L, L.tu, L.tf, t, 0)
+  ou, of = sub(L, ou, of, L.tolu, L.tolf)
+  if ou < 0 or (ou == 0 and of == 0) then return 0 end
+  return count(L, add(L, ou, of, sub(L, L.us, L.fr, 0, 1)))
+end
 function A.g.state(L, t)
   local bu, bf = gbase(L, t)
   local fu, ff = sub(L, t, 0, bu, bf)
@@ -155,6 +162,13 @@ function A.t.take(L, t, n)
 end
 function A.t.refund(L, n)
   L.cu, L.cf = capfull(L, add(L, L.cu, L.cf, times(L, n)))
+end
+-- queued counts the permits reserved beyond the credit there is.
+function A.t.queued(L, t)
+  refill(L, t)
+  local ou, of = sub(L, L.last - t, 0, L.cu, L.cf)
+  if ou < 0 or (ou == 0 and of == 0) then return 0 end
+  return count(L, add(L, ou, of, sub(L, L.us, L.fr, 0, 1)))
 end
 function A.t.state(L, t)
   refill(L, t)
@@ -422,7 +436,7 @@ end
 if op == 'reserve' then
   for i = 1, nl do
     local L = Ls[i]
-    if L.alg == 'l' and A.l.queued(L, t) + n > L.qlim then return {2, 0} end
+    if L.qlim and L.qlim > 0 and A[L.alg].queued(L, t) + n > L.qlim then return {2, 0} end
   end
   local at = t
   for _ = 1, 64 do

@@ -43,7 +43,6 @@ type Repository struct {
 	limits []limit
 	script *redis.Script
 	maxN   int  // the most permits one call may take: the smallest limit
-	adv    int  // the Limit a FailOpen Decision advertises
 	rate   bool // every limit is a bucket algorithm: Acquire reserves
 	conc   bool // some limit is a concurrency limit: permits are leases
 
@@ -122,7 +121,6 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		}
 		r.conc = r.conc || l.code == codeConcurrency
 	}
-	r.adv = r.maxN
 	r.script = newScript(codes...)
 	if r.cfg.fail == FailLocal {
 		local := make([]limiters.Spec, len(specs))
@@ -166,8 +164,8 @@ func newLimit(s limiters.Spec, lease time.Duration) (limit, error) {
 		if per > maxExact/int64(s.Limit) || den > maxExact/int64(s.Limit) {
 			return l, fmt.Errorf("redisrepo: spec limit: %d at rate %v spans too long for exact arithmetic", s.Limit, s.Rate)
 		}
-		ql := int64(s.QueueLimit)
-		if ql == 0 {
+		ql := int64(s.QueueLimit) // 0: unlimited, except the leaky bucket's capacity
+		if ql == 0 && s.Algorithm == limiters.AlgLeakyBucket {
 			ql = int64(s.Limit)
 		}
 		l.code = map[string]string{limiters.AlgGCRA: codeGCRA, limiters.AlgTokenBucket: codeTokenBucket, limiters.AlgLeakyBucket: codeLeakyBucket}[s.Algorithm]
@@ -342,7 +340,7 @@ func (r *Repository) failTry(ctx context.Context, key string, n int, err error) 
 	switch r.cfg.fail {
 	case FailOpen:
 		r.observe(Event{Kind: EventFailOpen, Err: err})
-		return limiters.Decision{Allowed: true, Limit: r.adv, Remaining: r.adv - n}, nil
+		return limiters.Decision{Allowed: true, Limit: r.maxN, Remaining: r.maxN - n}, nil
 	case FailLocal:
 		r.observe(Event{Kind: EventFailLocal, Err: err})
 		d, lerr := r.local.TryAcquire(ctx, key, n)
