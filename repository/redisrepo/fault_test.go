@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -253,40 +254,20 @@ func masterOf(ctx context.Context, c *redis.ClusterClient, key string) (string, 
 	if err != nil {
 		return "", err
 	}
-	slots, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	if err != nil {
 		return "", err
 	}
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			return s.Nodes[0].Addr, nil
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if r.Start <= slot && slot <= r.End {
+				for _, n := range sh.Nodes {
+					if n.Role == "master" {
+						return net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)), nil
+					}
+				}
+			}
 		}
 	}
 	return "", fmt.Errorf("no master for slot %d", slot)
-}
-
-// TestFailLocalLeases: while Redis is away, FailLocal hands out local
-// concurrency permits (limit divided by the replicas), and their Release,
-// even a double one, goes back to the local limiter without a panic.
-func TestFailLocalLeases(t *testing.T) {
-	s := redistest.Start(t)
-	events := &eventLog{}
-	spec := limiters.Spec{Algorithm: limiters.AlgConcurrency, Limit: 8}
-	r := newRepo(t, newClient(t, s), spec, faultOpts(FailLocal, events)...)
-	ctx := ctxT(t)
-	s.Stop()
-	for i := range 3 {
-		d, err := r.TryAcquire(ctx, "k", 1)
-		if err != nil || d.Allowed != (i < 2) {
-			t.Fatalf("local permit %d of 8/4: %+v, %v", i, d, err)
-		}
-	}
-	for range 4 {
-		if err := r.Release(ctx, "k", 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.Acquire(ctx, "k", 2); err != nil {
-		t.Fatalf("Acquire after the local permits came back: %v", err)
-	}
 }
