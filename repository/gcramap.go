@@ -210,28 +210,38 @@ func (t *gcraMap[V]) sweep(s *gcraShard[V], k int) {
 	}
 }
 
-// evict makes room for a key in s: among up to 8 keys sampled, without
-// waiters, it removes the one closest to full. If that one is not full, it
-// removes it only under EvictStale, and counts it. s.mu must be held.
+// evict makes room for a key in s. Among up to 8 keys sampled, without
+// waiters, it removes the one whose loss admits the least: a full one, else
+// the one with the fewest permits used and, among equals, the more recently
+// used (the longer wait until full), as Memory does. If that key is not
+// full, it removes it only under EvictStale, and counts it. s.mu must be
+// held.
 func (t *gcraMap[V]) evict(s *gcraShard[V]) bool {
 	var victim string
-	best := time.Duration(-1)
+	var used int
+	due := time.Duration(-1)
 	k := 8
 	for key, v := range s.m {
 		if s.waiting[key] != nil {
 			continue // its sleeping reservations must stay counted
 		}
-		if d := s.p.Due(v.load(s.p)); best < 0 || d < best {
-			victim, best = key, d
+		st := v.load(s.p)
+		u, d := 0, s.p.Due(st)
+		if d > 0 {
+			peek := s.p.TryAcquire(&st, 0)
+			u = peek.Limit - peek.Remaining
 		}
-		if k--; k == 0 || best == 0 {
+		if due < 0 || u < used || (u == used && d >= due) {
+			victim, used, due = key, u, d
+		}
+		if k--; k == 0 || d == 0 {
 			break
 		}
 	}
 	switch {
-	case best < 0 || (best > 0 && t.refuse):
+	case due < 0 || (due > 0 && t.refuse):
 		return false
-	case best > 0:
+	case due > 0:
 		t.bound.evicted.Add(1)
 	}
 	delete(s.m, victim)

@@ -454,11 +454,13 @@ func (m *Memory) classify(e *entry, peek limiters.Decision) entryState {
 // full reports whether a peek (TryAcquire(0)) found the limiter full again.
 func full(peek limiters.Decision) bool { return peek.Allowed && peek.Remaining >= peek.Limit }
 
-// closer reports whether a peek shows a limiter closer to full than b does:
-// fewer permits used, so that evicting it admits less. Equals are left in
-// LRU order (the time until full is not compared: it differs by the moment
-// of each peek, and for windows all keys are full again at once).
-func closer(a, b limiters.Decision) bool { return a.Limit-a.Remaining < b.Limit-b.Remaining }
+// noMore reports whether evicting a limiter that a peeks admits no more than
+// evicting one that b peeks: it has used no more permits. The eviction scan
+// goes from the least recently used, so among equals the more recently used
+// goes: a key that has lasted is not pushed out by a flood of new keys used
+// as much. (The time until full is not compared: it differs by the moment of
+// each peek, and for windows every key is full again at once.)
+func noMore(a, b limiters.Decision) bool { return a.Limit-a.Remaining <= b.Limit-b.Remaining }
 
 // sweep examines up to k entries, from the least recently used, and forgets
 // those idle for m.idle. It resumes where the previous sweep stopped (the
@@ -487,7 +489,7 @@ func (m *Memory) sweep(s *shard, now int64, k int) {
 // evict makes room for one key in s, handing the forgotten key's place in
 // m.count to the caller. Among the evictScan least recently used entries,
 // it forgets the least recently used idle one; failing that (and unless
-// RefuseNew), the stale one whose loss admits the least (see closer),
+// RefuseNew), the stale one whose loss admits the least (see noMore),
 // counted in m.bound.evicted. Entries it meets that it may not evict (busy
 // ones, and stale ones under RefuseNew) move to the front, so the next
 // eviction looks past them. s.mu must be held.
@@ -503,14 +505,14 @@ func (m *Memory) evict(s *shard, now int64) bool {
 		st := stateBusy
 		if e.refs.Load() == 0 {
 			peek := e.lim.TryAcquire(0)
-			// Once a victim is found, only idle entries and closer ones
-			// matter: skip classifying the others.
-			if victim == nil || full(peek) || closer(peek, best) {
+			// Once a victim is found, only idle entries and better
+			// victims matter: skip classifying the others.
+			if victim == nil || full(peek) || noMore(peek, best) {
 				st = m.classify(e, peek)
 			} else {
 				st = stateStale
 			}
-			if st == stateStale && !m.refuse && (victim == nil || closer(peek, best)) {
+			if st == stateStale && !m.refuse && (victim == nil || noMore(peek, best)) {
 				victim, best = e, peek
 			}
 		}

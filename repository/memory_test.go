@@ -366,17 +366,19 @@ func TestMaxKeysEvictsLRUIdle(t *testing.T) {
 		peek("e") // c is LRU but stale; d is the LRU idle key
 		present("a", "c", "e")
 
-		// No idle key left: the least recently used one without waiters
-		// goes, and its state with it.
+		// No idle key left: the key whose loss admits the least (fewest
+		// permits used) goes, and its state with it; among equals, the
+		// more recently used.
 		take("e")
-		peek("f") // LRU order: c, a, e
-		present("a", "e", "f")
-		take("c")
-		take("c")
-		d, err := m.TryAcquire(ctx, "c", 1)
+		take("c") // c has used 2, a and e 1 each
+		peek("f") // LRU order: a, e, c
+		present("a", "c", "f")
+		assert.Equal(t, Stats{Keys: 3, Evicted: 1}, m.Stats(), "e lost its state; d was idle")
+		take("e")
+		d, err := m.TryAcquire(ctx, "e", 1)
 		require.NoError(t, err)
-		assert.False(t, d.Allowed, "the new c counts afresh, then refuses")
-		assert.Equal(t, 2, c.count("c"))
+		assert.True(t, d.Allowed, "the new e counts afresh")
+		assert.Equal(t, 2, c.count("e"))
 		assert.Equal(t, 3, m.Len())
 	})
 }
@@ -397,9 +399,8 @@ func TestMaxKeysFlood(t *testing.T) {
 	assert.Equal(t, bound, m.Len())
 	assert.Equal(t, bound, m.entries())
 	assert.LessOrEqual(t, m.slots(), 4*bound, "the tables do not grow past the bound either")
-	// The most recent keys are the ones kept (LRU within a shard).
-	assert.True(t, m.has("flood-"+strconv.Itoa(flood-1)))
-	assert.False(t, m.has("flood-0"))
+	assert.True(t, m.has("flood-"+strconv.Itoa(flood-1)), "the newest key is kept")
+	assert.EqualValues(t, flood-bound, m.Stats().Evicted, "each key past the bound evicted one not full again")
 }
 
 func TestMaxKeysFloodConcurrent(t *testing.T) {

@@ -72,7 +72,8 @@ type Overflow int
 const (
 	// EvictStale evicts, among the least recently used keys it examines,
 	// the one whose loss admits the least: the one closest to full (fewest
-	// permits used; among equals, the least recently used). That key starts over full, so it
+	// permits used; among equals, the more recently used, so that a flood
+	// of new keys used as much does not push out a key that has lasted). That key starts over full, so it
 	// may admit up to its limit again: a client that can mint keys can buy
 	// a reset of another key by filling the repository with keys that are
 	// further from full. Such evictions are counted in Stats.Evicted. Keys
