@@ -494,44 +494,60 @@ func (m *Memory) sweep(s *shard, now int64, k int) {
 // ones, and stale ones under RefuseNew) move to the front, so the next
 // eviction looks past them. s.mu must be held.
 func (m *Memory) evict(s *shard, now int64) bool {
-	var victim *entry
-	var best limiters.Decision
-	e := s.tail
+	type candidate struct {
+		e    *entry
+		peek limiters.Decision
+	}
+	var cands [evictScan]candidate
+	k := 0
+	skip := func(e *entry) {
+		s.moveToFront(e)
+		e.used = now
+	}
+	next := s.tail
 	for range evictScan {
+		e := next
 		if e == nil {
 			break
 		}
-		newer := e.prev
-		st := stateBusy
-		if e.refs.Load() == 0 {
-			peek := e.lim.TryAcquire(0)
-			// Once a victim is found, only idle entries and better
-			// victims matter: skip classifying the others.
-			if victim == nil || full(peek) || noMore(peek, best) {
-				st = m.classify(e, peek)
-			} else {
-				st = stateStale
+		next = e.prev
+		if e.refs.Load() > 0 {
+			skip(e)
+			continue
+		}
+		switch peek := e.lim.TryAcquire(0); {
+		case full(peek):
+			if m.classify(e, peek) == stateIdle {
+				m.forget(s, e)
+				return true
 			}
-			if st == stateStale && !m.refuse && (victim == nil || noMore(peek, best)) {
-				victim, best = e, peek
+			skip(e)
+		default:
+			cands[k] = candidate{e, peek}
+			k++
+		}
+	}
+	// The candidates are not full: classify them (a call to Stats each)
+	// best first, and only until a stale one is found.
+	for k > 0 {
+		b := 0
+		if !m.refuse {
+			for i := 1; i < k; i++ {
+				if noMore(cands[i].peek, cands[b].peek) {
+					b = i
+				}
+			}
+			if c := cands[b]; m.classify(c.e, c.peek) == stateStale {
+				m.forget(s, c.e)
+				m.bound.evicted.Add(1)
+				return true
 			}
 		}
-		switch {
-		case st == stateIdle:
-			m.forget(s, e)
-			return true
-		case st == stateBusy || (st == stateStale && m.refuse):
-			s.moveToFront(e)
-			e.used = now
-		}
-		e = newer
+		skip(cands[b].e)
+		copy(cands[b:k], cands[b+1:k])
+		k--
 	}
-	if victim == nil {
-		return false
-	}
-	m.forget(s, victim)
-	m.bound.evicted.Add(1)
-	return true
+	return false
 }
 
 // evictElsewhere evicts one entry from a shard other than i, trying each in
