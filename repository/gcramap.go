@@ -165,12 +165,15 @@ func (t *gcraMap[V]) setRate(c *rerate) {
 func (t *gcraMap[V]) stats() Stats {
 	n := 0
 	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.Lock()
-		n += len(s.m)
-		s.mu.Unlock()
+		n += t.shards[i].len()
 	}
 	return t.bound.stats(n)
+}
+
+func (s *gcraShard[V]) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
 }
 
 // store writes key's state, adding the key if it is new, or fails with

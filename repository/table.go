@@ -64,13 +64,17 @@ func (s *shard) add(e *entry) {
 	s.pushFront(e)
 }
 
-func (s *shard) place(e *entry) {
+func (s *shard) place(e *entry) { s.slots[s.probe(e.hash, nil)] = e }
+
+// probe returns the first slot holding x in the probe run that starts at
+// the home slot of hash: a free slot when x is nil.
+func (s *shard) probe(hash uint32, x *entry) uint32 {
 	mask := uint32(len(s.slots) - 1)
-	i := e.hash & mask
-	for s.slots[i] != nil {
+	i := hash & mask
+	for s.slots[i] != x {
 		i = (i + 1) & mask
 	}
-	s.slots[i] = e
+	return i
 }
 
 func (s *shard) resize(size int) {
@@ -86,10 +90,7 @@ func (s *shard) resize(size int) {
 // remove deletes e, which must be present.
 func (s *shard) remove(e *entry) {
 	mask := uint32(len(s.slots) - 1)
-	i := e.hash & mask
-	for s.slots[i] != e {
-		i = (i + 1) & mask
-	}
+	i := s.probe(e.hash, e)
 	// Backward-shift deletion: move later entries of the probe run into
 	// the hole unless that would put them before their home slot.
 	for j := (i + 1) & mask; s.slots[j] != nil; j = (j + 1) & mask {
