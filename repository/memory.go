@@ -591,10 +591,14 @@ func (m *Memory) Peek(ctx context.Context, key string) (limiters.Decision, error
 
 // Reset forgets key's limiter, so that the key's next call finds a fresh,
 // full one. The old limiter is closed: its waiters fail with
-// limiters.ErrClosed. Permits held on it (a Concurrency limiter's, counted
-// as Limit − Remaining of a peek) are forgotten: as many later Releases of
-// the key are dropped rather than given to the new limiter, so they are
-// harmless. Resetting a key the repository does not hold does nothing.
+// limiters.ErrClosed. Permits held on it are forgotten: when its limiter
+// holds permits until Release (limiters.HoldsPermits), Reset counts them as
+// Limit − Remaining of a peek, and drops as many later Releases of the key
+// rather than give them to the new limiter, so they are harmless. The count
+// is exact for Concurrency; for a Chain that mixes Concurrency with a rate
+// limiter it also counts the permits the rate limiter has spent, and the
+// new limiter then misses as many Releases. Resetting a key the repository
+// does not hold does nothing.
 func (m *Memory) Reset(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
