@@ -42,8 +42,9 @@ type GCRA struct {
 }
 
 var (
-	_ Repository = (*GCRA)(nil)
-	_ Admin      = (*GCRA)(nil)
+	_ Repository            = (*GCRA)(nil)
+	_ Admin                 = (*GCRA)(nil)
+	_ limiters.PermitHolder = (*GCRA)(nil)
 )
 
 // gcraTable is a table of GCRA states. Its one implementation, gcraMap, is
@@ -196,6 +197,11 @@ func (g *GCRA) SetRate(r limiters.Rate, burst int) error {
 
 // Release does nothing: token buckets hold no permits.
 func (g *GCRA) Release(context.Context, string, int) error { return nil }
+
+// HoldsPermits reports false: a token bucket's permits are spent when
+// granted, so callers (the Transport, the server) need not keep them until a
+// Release.
+func (g *GCRA) HoldsPermits() bool { return false }
 
 // Len is the number of keys held.
 func (g *GCRA) Len() int { return g.t.stats().Keys }

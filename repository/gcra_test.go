@@ -288,6 +288,15 @@ func TestGCRASetRateMidQueue(t *testing.T) {
 	})
 }
 
+func TestGCRAHoldsNoPermits(t *testing.T) {
+	g := repository.NewGCRA(limiters.PerSecond(1), 1)
+	defer g.Close()
+	var r repository.Repository = g
+	h, ok := r.(limiters.PermitHolder)
+	require.True(t, ok, "a repository can say whether its permits are held")
+	assert.False(t, h.HoldsPermits())
+}
+
 func TestGCRAOptions(t *testing.T) {
 	_, ok := repository.WithIdleTimeout(time.Minute).(repository.GCRAOption)
 	assert.False(t, ok, "NewGCRA does not take WithIdleTimeout, which it would ignore")
