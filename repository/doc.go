@@ -1,7 +1,7 @@
 // Package repository holds one limiter per key, behind the Repository
-// interface, and the memory repositories that implement it: NewMemory for
-// any limiter, NewGCRA for compact token buckets. Stores kept elsewhere
-// implement the same interfaces in packages of their own.
+// interface (and Admin, for operators), and implements it with the memory
+// repositories: NewMemory for any limiter, NewGCRA for compact token
+// buckets. A store kept outside the process implements the same interfaces.
 //
 // Most callers want NewMemory: a factory makes each key's limiter on the
 // key's first use, and the repository keeps it for the key's later calls.
