@@ -156,6 +156,11 @@ func (m *Memory) Acquire(ctx context.Context, key string, n int) error {
 // and permits that Reset forgot are not given to the key's new limiter. ctx
 // is not consulted, so that permits go back even when the request that took
 // them was cancelled.
+//
+// The permits are given back with the key's shard locked, so that Reset
+// sees them either still held or already back, never in between; the
+// limiter's Release must not call back into the repository (this package's
+// limiters never do).
 func (m *Memory) Release(_ context.Context, key string, n int) error {
 	checkN(n)
 	now := m.now()
@@ -163,16 +168,13 @@ func (m *Memory) Release(_ context.Context, key string, n int) error {
 	if err != nil {
 		return err
 	}
+	defer s.mu.Unlock() // Release may panic (more permits than held)
 	n = s.payDebt(key, n)
-	e := s.find(h, key)
-	if e == nil || n == 0 {
-		s.mu.Unlock()
-		return nil
+	if e := s.find(h, key); e != nil && n > 0 {
+		s.moveToFront(e)
+		e.used = now
+		e.lim.Release(n)
 	}
-	m.use(s, e, now)
-	s.mu.Unlock()
-	defer e.refs.Add(-1)
-	e.lim.Release(n)
 	return nil
 }
 

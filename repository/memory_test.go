@@ -1055,3 +1055,98 @@ func TestMemoryReconfigureRacesInserts(t *testing.T) {
 		}
 	}
 }
+
+// TestResetUnderChurn: holders acquire and release Concurrency permits while
+// their keys are reset over and over. No Release ever lands on a limiter
+// that does not hold it (that would panic), and once every holder has
+// released, every key's limiter has all its permits back: the permits Reset
+// forgot were each dropped exactly once.
+func TestResetUnderChurn(t *testing.T) {
+	const max, keys, workers = 2, 3, 16
+	m := NewMemory(func(string) limiters.Limiter { return limiters.NewConcurrency(max) })
+	defer m.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range 300 {
+				key := "c" + strconv.Itoa((w+i)%keys)
+				switch err := m.Acquire(ctx, key, 1); {
+				case errors.Is(err, limiters.ErrClosed):
+					continue // its limiter was reset while it waited
+				case err != nil:
+					t.Error(err)
+					return
+				}
+				if err := m.Release(ctx, key, 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 500 {
+		require.NoError(t, m.Reset(ctx, "c"+strconv.Itoa(i%keys)))
+	}
+	wg.Wait()
+	for k := range keys {
+		d, err := m.Peek(ctx, "c"+strconv.Itoa(k))
+		require.NoError(t, err)
+		assert.Equal(t, max, d.Remaining, "key %d", k)
+	}
+	for i := range m.shards {
+		assert.Empty(t, m.shards[i].debt, "every forgotten permit was released")
+	}
+}
+
+// slowRelease is a Concurrency limiter whose Release signals entered and
+// waits for proceed before giving the permits back.
+type slowRelease struct {
+	*limiters.Concurrency
+	entered, proceed chan struct{}
+}
+
+func (s *slowRelease) Release(n int) {
+	close(s.entered)
+	<-s.proceed
+	s.Concurrency.Release(n)
+}
+
+// TestResetWaitsForAReleaseInFlight: a Reset that came while a Release was
+// giving permits back would count them as held, and drop a later Release
+// of the key's next holder, whose permit would then never come back.
+func TestResetWaitsForAReleaseInFlight(t *testing.T) {
+	first := &slowRelease{limiters.NewConcurrency(1), make(chan struct{}), make(chan struct{})}
+	made := 0
+	m := NewMemory(func(string) limiters.Limiter {
+		if made++; made == 1 {
+			return first
+		}
+		return limiters.NewConcurrency(1)
+	})
+	defer m.Close()
+	ctx := context.Background()
+	require.NoError(t, m.Acquire(ctx, "k", 1))
+
+	released := make(chan error)
+	go func() { released <- m.Release(ctx, "k", 1) }()
+	<-first.entered
+	reset := make(chan error)
+	go func() { reset <- m.Reset(ctx, "k") }()
+	select {
+	case <-reset:
+		t.Fatal("Reset completed while a Release of the key was in flight")
+	case <-time.After(50 * time.Millisecond):
+		// Reset is waiting for the Release (a slow machine may hide the
+		// fault from this check, never the other way round).
+	}
+	close(first.proceed)
+	require.NoError(t, <-released)
+	require.NoError(t, <-reset)
+
+	require.NoError(t, m.Acquire(ctx, "k", 1)) // the new limiter's holder
+	require.NoError(t, m.Release(ctx, "k", 1))
+	d, err := m.TryAcquire(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "the new holder's Release reached the new limiter")
+}
