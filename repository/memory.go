@@ -627,12 +627,6 @@ func (m *Memory) reset(s *shard, e *entry) {
 	m.drop(s, e)
 }
 
-// reconfigurer is the method set of limiters.Reconfigurable: a limiter
-// that takes a new Spec in place, keeping its state.
-type reconfigurer interface {
-	Reconfigure(limiters.Spec) error
-}
-
 // Reconfigure changes the limit of every key at once, as an operator
 // lowering a limit during an incident or a plan upgrade needs: from now on
 // new keys' limiters are made by spec.New (the factory given to NewMemory
@@ -668,7 +662,7 @@ func (m *Memory) Reconfigure(spec limiters.Spec) error {
 		s.mu.Lock()
 		for e := s.head; e != nil; {
 			next := e.next
-			if r, ok := e.lim.(reconfigurer); !ok || r.Reconfigure(spec) != nil {
+			if r, ok := e.lim.(limiters.Reconfigurable); !ok || r.Reconfigure(spec) != nil {
 				m.reset(s, e)
 			}
 			e = next

@@ -1150,3 +1150,40 @@ func TestResetWaitsForAReleaseInFlight(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.Allowed, "the new holder's Release reached the new limiter")
 }
+
+// TestMemoryReconfigureRealLimiters changes the limit of live keys backed by
+// the package limiters: a key keeps what it used, and a new key gets the new
+// limit.
+func TestMemoryReconfigureRealLimiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spec := limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: 10, Window: time.Hour}
+		repo := NewMemory(func(string) limiters.Limiter {
+			l, err := spec.New()
+			if err != nil {
+				panic(err)
+			}
+			return l
+		})
+		defer repo.Close()
+		ctx := context.Background()
+		for range 4 {
+			d, err := repo.TryAcquire(ctx, "a", 1)
+			if err != nil || !d.Allowed {
+				t.Fatalf("TryAcquire = %+v, %v", d, err)
+			}
+		}
+		lower := spec
+		lower.Limit = 5
+		if err := repo.Reconfigure(lower); err != nil {
+			t.Fatal(err)
+		}
+		d, err := repo.Peek(ctx, "a")
+		if err != nil || d.Limit != 5 || d.Remaining != 1 {
+			t.Fatalf("after lowering, key a = %+v, %v; want limit 5 with 1 left (4 used)", d, err)
+		}
+		d, err = repo.Peek(ctx, "b")
+		if err != nil || d.Limit != 5 || d.Remaining != 5 {
+			t.Fatalf("new key b = %+v, %v; want a full limit of 5", d, err)
+		}
+	})
+}
