@@ -21,9 +21,15 @@
 // Requests are partitioned by WithKey (default: the request URL's host,
 // including its port). Server feedback is always per partition. WithLimiter
 // puts one limiter in front of every partition; WithRepository gives each
-// partition its own (repository.NewMemory, or the Redis repository for a
-// fleet of replicas); with neither, only the servers' feedback paces the
-// client.
+// partition its own (repository.NewMemory, or any repository.Repository);
+// with neither, only the servers' feedback paces the client.
+//
+// A concurrency permit (limiters.NewConcurrency, or any limiter for which
+// limiters.HoldsPermits is true) is held until the response body is closed
+// or read to EOF, and at most for WithPermitLease after the response
+// headers arrived (default 15 minutes): a body its caller forgets to close
+// gives its permit back then, and the observer receives EventLeaseExpired
+// naming the partition.
 //
 // # What the servers say
 //
@@ -50,21 +56,29 @@
 //     pace from how many requests they took between refusals; the first
 //     refusal costs one 429 per request already in flight).
 //   - No pause exceeds WithMaxPause (default 15 minutes), so a hostile
-//     Retry-After cannot freeze a client.
+//     Retry-After cannot freeze a client. A server that asks for a pause
+//     longer than headers.Parse reads (a Retry-After or a reset more than
+//     366 days ahead) gets exactly WithMaxPause: it said "stop".
 //
 // # Failing fast
 //
-// A request that would wait past WithMaxWait or its context's deadline fails
-// at once with a *limiters.RejectedError (through http.Client, inside a
-// *url.Error: use errors.As), whose RetryAfter says when its turn would
-// have come. Close fails every waiting request with limiters.ErrClosed.
+// Each request waits until one deadline: the earlier of its context's
+// deadline and WithMaxWait, shared by the server's pauses and the limiter.
+// A request that would wait past it fails at once with a
+// *limiters.RejectedError (through http.Client, inside a *url.Error: use
+// errors.As), whose RetryAfter says when its turn would have come, whose
+// Limiter names the limiter and the partition, and whose Reason says which
+// bound held; when the bound was the context's deadline it also matches
+// context.DeadlineExceeded. Close fails every waiting request with
+// limiters.ErrClosed.
 //
 // # Retries
 //
 // Retrying belongs to a retry layer, not to RoundTrip: a 429 is returned as
-// a response. NewRetryableClient wires a Transport under
-// hashicorp/go-retryablehttp, with Backoff (which honours every header
-// format Parse knows, capped by RetryWaitMax) and CheckRetry (which does not
-// retry our own refusals), so retries wait in the same queue as everything
-// else.
+// a response. NewRetryableClient(base, opts...) wires a Transport over the
+// caller's base RoundTripper under hashicorp/go-retryablehttp, with Backoff
+// (which honours every header format Parse knows and always waits between
+// RetryWaitMin and RetryWaitMax) and CheckRetry (which does not retry our
+// own refusals), so retries wait in the same queue as everything else. It
+// logs nothing unless given WithLogger.
 package throttle

@@ -143,8 +143,7 @@ func ExampleNewRetryableClient() {
 	}))
 	defer srv.Close()
 
-	client := throttle.NewRetryableClient(throttle.WithMaxWait(5 * time.Second))
-	client.Logger = nil
+	client := throttle.NewRetryableClient(nil, throttle.WithMaxWait(5*time.Second))
 	defer client.HTTPClient.Transport.(*throttle.Transport).Close()
 
 	resp, err := client.Get(srv.URL)
@@ -156,4 +155,42 @@ func ExampleNewRetryableClient() {
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode, string(body), "after", calls.Load(), "calls")
 	// Output: 200 done after 2 calls
+}
+
+// A caller forgets to close a response body. With one request in flight
+// allowed, every later request would wait for ever; the lease gives the
+// permit back and tells the observer which partition leaked.
+func ExampleWithPermitLease() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+
+	tr := throttle.NewTransport(nil,
+		throttle.WithLimiter(limiters.NewConcurrency(1)),
+		throttle.WithPermitLease(100*time.Millisecond),
+		throttle.WithObserver(func(e throttle.Event) {
+			if e.Kind == throttle.EventLeaseExpired && e.Key == srv.Listener.Addr().String() {
+				fmt.Println("a body leaked in the server's partition; its permit is back")
+			}
+		}))
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+
+	forgotten, err := client.Get(srv.URL) // its body is not closed in time
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer forgotten.Body.Close()
+	resp, err := client.Get(srv.URL) // waits for the lease to run out
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println("second request:", resp.StatusCode)
+	// Output:
+	// a body leaked in the server's partition; its permit is back
+	// second request: 200
 }

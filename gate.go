@@ -16,8 +16,9 @@ import (
 // that follows every pause. Requests pass the gate in FIFO order before they
 // take a permit from the partition's limiter.
 type gate struct {
-	t   *Transport
-	key string
+	key      string
+	maxPause time.Duration // the longest one answer may pause the partition
+	emit     func(Event)   // the Transport's observer, or nil
 
 	mu     sync.Mutex
 	head   *gwaiter
@@ -56,7 +57,7 @@ type gwaiter struct {
 	prev, next *gwaiter
 }
 
-// ticket is what admit hands a request: whether it is the probe, and its
+// ticket is what enter and wait hand a request: whether it is the probe, and its
 // place in the order of admissions.
 type ticket struct {
 	probe bool
@@ -155,56 +156,65 @@ func (g *gate) pauseUntil(until time.Time) {
 	g.paused, g.probe, g.quota = true, true, false
 }
 
-// admit waits for the gate to let the request go, in FIFO order. deadline
-// (if non-zero) is the latest the request may wait until.
-func (g *gate) admit(ctx context.Context, deadline time.Time) (ticket, error) {
+// enter lets the request through the gate now, or queues it: then w is
+// its place in the queue, to wait on with wait. deadline (if non-zero) is
+// the latest the request may wait until: if the gate can tell its turn
+// would come later, enter refuses it at once with a *limiters.RejectedError
+// whose RetryAfter says when its turn would come.
+func (g *gate) enter(deadline time.Time) (tk ticket, w *gwaiter, err error) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		return ticket{}, limiters.ErrClosed
+		return ticket{}, nil, limiters.ErrClosed
 	}
 	if g.head == nil && g.quiet() {
 		// Nothing learned yet that could hold this request back: no need
 		// to read the clock.
-		tk := g.sent(time.Time{})
+		tk = g.sent(time.Time{})
 		g.mu.Unlock()
-		return tk, nil
+		return tk, nil, nil
 	}
 	now := time.Now()
 	var resumed bool
 	if g.head == nil {
-		ok, _, r := g.check(now)
-		resumed = r
-		if ok {
-			tk := g.sent(now)
+		var ok bool
+		if ok, _, resumed = g.check(now); ok {
+			tk = g.sent(now)
 			g.mu.Unlock()
-			if resumed {
-				g.t.emit(Event{Kind: EventResumed, Key: g.key})
-			}
-			return tk, nil
+			g.report(resumed)
+			return tk, nil, nil
 		}
 	}
 	if due := g.due(now); !deadline.IsZero() && !due.IsZero() && due.After(deadline) {
 		g.mu.Unlock()
-		return ticket{}, &limiters.RejectedError{
-			Limiter:    g.key,
+		g.report(resumed)
+		return ticket{}, nil, &limiters.RejectedError{
+			Limiter:    "server feedback",
 			RetryAfter: due.Sub(now),
-			Reason:     "the server asked this partition to wait past the deadline",
+			Reason:     "the server paused or paced the partition",
 		}
 	}
-	w := &gwaiter{ready: make(chan struct{})}
+	w = &gwaiter{ready: make(chan struct{})}
 	g.push(w)
 	if g.head == w {
 		resumed = g.dispatch(now) || resumed
 	}
 	g.mu.Unlock()
-	if resumed {
-		g.t.emit(Event{Kind: EventResumed, Key: g.key})
-	}
+	g.report(resumed)
+	return ticket{}, w, nil
+}
 
+// wait waits for the gate to let w through, in FIFO order, or for ctx to
+// end. A waiter whose ctx ends takes nothing with it: if it was let through
+// at that very moment, the admission is undone and the next waiter may go
+// (the race of go.dev/issue/63615).
+func (g *gate) wait(ctx context.Context, w *gwaiter) (ticket, error) {
 	select {
 	case <-w.ready:
-		return w.tk, w.err
+		if ctx.Err() == nil || w.err != nil {
+			return w.tk, w.err
+		}
+		// Let through, but ctx ended as well: undo the admission below.
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
@@ -217,12 +227,17 @@ func (g *gate) admit(ctx context.Context, deadline time.Time) (ticket, error) {
 	default:
 		g.remove(w)
 	}
-	resumed = g.head != nil && g.dispatch(time.Now())
+	resumed := g.head != nil && g.dispatch(time.Now())
 	g.mu.Unlock()
-	if resumed {
-		g.t.emit(Event{Kind: EventResumed, Key: g.key})
-	}
+	g.report(resumed)
 	return ticket{}, ctx.Err()
+}
+
+// report tells the observer that a pause ended, if one did.
+func (g *gate) report(resumed bool) {
+	if resumed && g.emit != nil {
+		g.emit(Event{Kind: EventResumed, Key: g.key})
+	}
 }
 
 // due estimates when a request queued now would be let through: the gate's
@@ -315,9 +330,7 @@ func (g *gate) wake() {
 	g.mu.Lock()
 	resumed := g.dispatch(time.Now())
 	g.mu.Unlock()
-	if resumed {
-		g.t.emit(Event{Kind: EventResumed, Key: g.key})
-	}
+	g.report(resumed)
 }
 
 // abort undoes an admission whose request was never sent.
@@ -326,9 +339,7 @@ func (g *gate) abort(tk ticket) {
 	g.abortLocked(tk)
 	resumed := g.dispatch(time.Now())
 	g.mu.Unlock()
-	if resumed {
-		g.t.emit(Event{Kind: EventResumed, Key: g.key})
-	}
+	g.report(resumed)
 }
 
 func (g *gate) abortLocked(tk ticket) {
@@ -342,10 +353,14 @@ func (g *gate) abortLocked(tk ticket) {
 // let through.
 func (g *gate) done(tk ticket, resp *http.Response, now time.Time) {
 	var info headers.Info
+	var far beyond
 	status := 0
 	if resp != nil {
 		status = resp.StatusCode
 		info = headers.Parse(resp.Header, now)
+		if saysStop(status, info) {
+			far = farHints(resp.Header, now)
+		}
 	}
 	g.mu.Lock()
 	g.inflight--
@@ -354,40 +369,45 @@ func (g *gate) done(tk ticket, resp *http.Response, now time.Time) {
 	}
 	var paused time.Time
 	if resp != nil {
-		paused = g.learn(tk, status, info, now)
+		paused = g.learn(tk, status, info, far, now)
 	}
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
-	if !paused.IsZero() {
-		g.t.emit(Event{Kind: EventPaused, Key: g.key, Until: paused, Status: status})
+	if !paused.IsZero() && g.emit != nil {
+		g.emit(Event{Kind: EventPaused, Key: g.key, Until: paused, Status: status})
 	}
-	if resumed {
-		g.t.emit(Event{Kind: EventResumed, Key: g.key})
-	}
+	g.report(resumed)
 }
 
-// learn applies what a response says. It returns the end of a pause it
-// started, or zero. g.mu must be held.
-func (g *gate) learn(tk ticket, status int, info headers.Info, now time.Time) time.Time {
+// learn applies what a response (status, parsed as info, with far its
+// hints beyond headers.Parse's horizon) says. It returns the end of a pause
+// it started, or zero. g.mu must be held.
+//
+// A hint beyond the horizon still says "stop": a refusal that carries one,
+// or a quota at zero whose reset is one, pauses the partition for maxPause.
+func (g *gate) learn(tk ticket, status int, info headers.Info, far beyond, now time.Time) time.Time {
 	limited := status == http.StatusTooManyRequests ||
-		(status == http.StatusServiceUnavailable && info.HasRetryAfter)
+		(status == http.StatusServiceUnavailable && (info.HasRetryAfter || far.retry))
 	if limited {
 		d := g.delay(info, now)
+		if far.any() {
+			d = g.maxPause
+		}
 		if tk.pause < g.pauses {
 			// Sent before the pause this answer's siblings began: it
 			// tells us nothing new, and must not compound the backoff.
 			if d > 0 {
-				g.pauseUntil(now.Add(min(d, g.t.maxPause)))
+				g.pauseUntil(now.Add(min(d, g.maxPause)))
 			}
 			return time.Time{}
 		}
 		if d <= 0 {
 			// A 429 that says nothing about when: back off exponentially.
-			g.backoff = min(max(2*g.backoff, minBackoff), g.t.maxPause)
+			g.backoff = min(max(2*g.backoff, minBackoff), g.maxPause)
 			d = g.backoff
 		}
-		until := now.Add(min(d, g.t.maxPause))
-		if !g.quota && g.okSince > 0 && !g.resumedAt.IsZero() {
+		until := now.Add(min(d, g.maxPause))
+		if !far.any() && !g.quota && g.okSince > 0 && !g.resumedAt.IsZero() {
 			// No quota headers: learn a pace from how many requests the
 			// server took between the last pause and this one.
 			if step := until.Sub(g.resumedAt) / time.Duration(g.okSince); step > g.learned {
@@ -420,9 +440,12 @@ func (g *gate) learn(tk ticket, status int, info headers.Info, now time.Time) ti
 	reset := g.resetFor(q, now)
 	if q.Remaining == 0 {
 		if reset.IsZero() {
-			return time.Time{}
+			if !far.reset {
+				return time.Time{}
+			}
+			reset = now.Add(g.maxPause)
 		}
-		g.pauseUntil(minTime(reset, now.Add(g.t.maxPause)))
+		g.pauseUntil(minTime(reset, now.Add(g.maxPause)))
 		return g.pausedUntil
 	}
 	if reset.IsZero() {
@@ -442,7 +465,7 @@ func (g *gate) learn(tk ticket, status int, info headers.Info, now time.Time) ti
 	// request still on the wire may be missing from the count, so avail
 	// subtracts them; one that was counted comes back and gives its slot
 	// back.
-	reset = minTime(reset, now.Add(g.t.maxPause))
+	reset = minTime(reset, now.Add(g.maxPause))
 	fresh := !g.quota || tk.ver >= g.rminVer || !reset.Before(g.reset.Add(time.Second))
 	if fresh || q.Remaining < g.rmin {
 		g.rmin = q.Remaining

@@ -12,32 +12,45 @@ import (
 	"github.com/throttlekit/throttle/limiters"
 )
 
-// Backoff is a retryablehttp.Backoff that waits as long as the server asked:
-// it reads every format headers.Parse knows (Retry-After, X-RateLimit-*,
-// the IETF RateLimit fields, OpenAI's, Anthropic's, …), not just Retry-After
-// on 429 and 503, and caps the wait at max (the client's RetryWaitMax).
-// When the response says nothing, it falls back to
-// retryablehttp.DefaultBackoff's exponential backoff.
-func Backoff(min, max time.Duration, attemptNum int, resp *http.Response) time.Duration {
+// Backoff is a retryablehttp.Backoff that waits as long as the server asked.
+// It reads every format headers.Parse knows (Retry-After, retry-after-ms,
+// X-RateLimit-*, the IETF RateLimit fields, OpenAI's, Anthropic's, …), not
+// just Retry-After on 429 and 503, and always returns a wait in
+// [waitMin, waitMax] (the client's RetryWaitMin and RetryWaitMax; a
+// negative waitMin counts as zero, a waitMax below waitMin as waitMin),
+// whatever the server sent:
+//
+//   - A server's wait shorter than waitMin is raised to waitMin; one longer
+//     than waitMax is cut to waitMax.
+//   - When several fields or lines say when, the longest wait wins: of two
+//     Retry-After lines, the later one; of Retry-After and a quota at zero
+//     whose reset is later, the reset. A millisecond form (retry-after-ms),
+//     when present, is read instead of Retry-After.
+//   - A hint the parser refuses because it lies more than 366 days ahead
+//     (Retry-After: 99999999999, a date in year 9999) means "stop for
+//     longer than you allow": waitMax.
+//   - When the response says nothing (or there is none), the wait is
+//     exponential, waitMin·2^attemptNum, capped at waitMax.
+//
+// Backoff never calls retryablehttp.DefaultBackoff, which reads Retry-After
+// itself, uncapped.
+func Backoff(waitMin, waitMax time.Duration, attemptNum int, resp *http.Response) time.Duration {
+	waitMin = max(waitMin, 0)
+	waitMax = max(waitMax, waitMin)
 	if resp != nil {
 		now := time.Now()
-		info := headers.Parse(resp.Header, now)
+		if farHints(resp.Header, now).any() {
+			return waitMax
+		}
 		var g gate
-		if d := g.delay(info, now); d > 0 {
-			return clampDuration(d, min, max)
+		if d := g.delay(headers.Parse(resp.Header, now), now); d > 0 {
+			return min(max(d, waitMin), waitMax)
 		}
 	}
-	return retryablehttp.DefaultBackoff(min, max, attemptNum, resp)
-}
-
-func clampDuration(d, lo, hi time.Duration) time.Duration {
-	if d < lo {
-		d = lo
+	if attemptNum < 0 || attemptNum >= 63 || waitMin > waitMax>>attemptNum {
+		return waitMax
 	}
-	if hi > 0 && d > hi {
-		d = hi
-	}
-	return d
+	return waitMin << attemptNum
 }
 
 // CheckRetry is retryablehttp.DefaultRetryPolicy, except that it does not
@@ -53,15 +66,25 @@ func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 }
 
 // NewRetryableClient returns a go-retryablehttp client whose requests,
-// first tries and retries alike, go through a Transport built with opts, so
+// first tries and retries alike, go through NewTransport(base, opts...), so
 // retries wait in the same FIFO queue as everything else and a 429 pauses
-// the whole partition, not just the request that got it. Its Backoff is
-// Backoff and its CheckRetry is CheckRetry; the rest is retryablehttp's
-// defaults, which the caller may change (including Logger, which by default
-// logs every request).
-func NewRetryableClient(opts ...Option) *retryablehttp.Client {
+// the whole partition, not just the request that got it. base is the
+// caller's own RoundTripper (dialer, TLS, proxy, instrumentation); nil
+// means go-retryablehttp's pooled default. Its Backoff is Backoff and its
+// CheckRetry is CheckRetry. It logs nothing unless opts include WithLogger,
+// whose logger it then also gives to go-retryablehttp. The rest is
+// go-retryablehttp's defaults, which the caller may change.
+func NewRetryableClient(base http.RoundTripper, opts ...Option) *retryablehttp.Client {
 	c := retryablehttp.NewClient()
-	c.HTTPClient.Transport = NewTransport(c.HTTPClient.Transport, opts...)
+	if base == nil {
+		base = c.HTTPClient.Transport
+	}
+	t := NewTransport(base, opts...)
+	c.HTTPClient.Transport = t
+	c.Logger = nil
+	if t.logger != nil {
+		c.Logger = t.logger
+	}
 	c.Backoff = Backoff
 	c.CheckRetry = CheckRetry
 	return c

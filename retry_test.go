@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -90,10 +91,8 @@ func TestRetriedTooManyRequestsWaitsForResetAndReplaysBody(t *testing.T) {
 			}
 			io.WriteString(w, "created")
 		})
-		c := NewRetryableClient()
-		c.Logger = nil
+		c := NewRetryableClient(handlerTransport{h: h})
 		c.RetryWaitMax = time.Minute
-		c.HTTPClient.Transport.(*Transport).base = handlerTransport{h: h}
 		defer c.HTTPClient.Transport.(*Transport).Close()
 		req, err := retryablehttp.NewRequest(http.MethodPost, "http://api.test/items", bytes.NewReader([]byte(`{"name":"x"}`)))
 		require.NoError(t, err)
@@ -125,8 +124,7 @@ func TestRetryableClientOverLoopback(t *testing.T) {
 		w.Write(b)
 	}))
 	defer srv.Close()
-	c := NewRetryableClient()
-	c.Logger = nil
+	c := NewRetryableClient(nil)
 	tr := c.HTTPClient.Transport.(*Transport)
 	defer tr.Close()
 	defer tr.CloseIdleConnections()
@@ -138,4 +136,90 @@ func TestRetryableClientOverLoopback(t *testing.T) {
 	assert.Equal(t, "hello", string(b))
 	assert.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond)
 	assert.Equal(t, 2, n)
+}
+
+// TestBackoffStaysWithinBounds: whatever the server sends — values past
+// the parser's horizon, values that overflow int64 nanoseconds, dates in
+// year 9999, garbage — Backoff returns a wait in [min, max], never negative,
+// and a hint beyond the horizon means max.
+func TestBackoffStaysWithinBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lo, hi = 100 * time.Millisecond, 2 * time.Second
+		cases := []struct {
+			kv   []string
+			want time.Duration // 0: anywhere in [lo, hi]
+		}{
+			{[]string{"Retry-After", "99999999999"}, hi}, // DefaultBackoff: 2,157,299 h
+			{[]string{"Retry-After", "9999999999"}, hi},  // DefaultBackoff: overflows negative
+			{[]string{"Retry-After", "99999999999999999999999"}, hi},
+			{[]string{"Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"}, hi}, // DefaultBackoff: 2,562,047 h
+			{[]string{"Retry-After-Ms", "99999999999999"}, hi},
+			{[]string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "99999999999"}, hi},
+			{[]string{"Retry-After", "-5"}, 0},
+			{[]string{"Retry-After", "soon"}, 0},
+			{[]string{"Retry-After", "0.01"}, lo},
+			{[]string{"Retry-After", "1", "Retry-After", "3"}, hi}, // the longer line wins, capped
+			{[]string{"Retry-After", "1", "Retry-After", "0.5"}, time.Second},
+		}
+		for _, tc := range cases {
+			h := http.Header{}
+			for i := 0; i < len(tc.kv); i += 2 {
+				h.Add(tc.kv[i], tc.kv[i+1])
+			}
+			for _, status := range []int{429, 503} {
+				for _, attempt := range []int{0, 5, 62, 63, 1000, -1} {
+					d := Backoff(lo, hi, attempt, &http.Response{StatusCode: status, Header: h})
+					assert.GreaterOrEqual(t, d, lo, "%v attempt %d", tc.kv, attempt)
+					assert.LessOrEqual(t, d, hi, "%v attempt %d", tc.kv, attempt)
+					if tc.want != 0 {
+						assert.Equal(t, tc.want, d, "%v attempt %d", tc.kv, attempt)
+					}
+				}
+			}
+		}
+		// Bounds given upside down or negative still give a wait in them.
+		assert.Equal(t, lo, Backoff(lo, -time.Second, 10, nil))
+		assert.Equal(t, time.Duration(0), Backoff(-time.Second, -time.Second, 3, nil))
+		assert.Equal(t, hi, Backoff(lo, hi, 1<<40, nil))
+	})
+}
+
+// TestNewRetryableClientUsesTheCallersBase: the client's requests go
+// through the caller's own RoundTripper, under a Transport.
+func TestNewRetryableClientUsesTheCallersBase(t *testing.T) {
+	base := &recordingRT{h: okHandler}
+	c := NewRetryableClient(base, WithMaxWait(time.Second))
+	tr := c.HTTPClient.Transport.(*Transport)
+	defer tr.Close()
+	resp, err := c.Get("http://api.test/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 1, base.count())
+	assert.Same(t, base, tr.base)
+}
+
+// TestNewRetryableClientLogsOnlyWhenAsked: silent by default; WithLogger
+// gives go-retryablehttp's request and retry logs, and the Transport's
+// pauses, to the caller's *slog.Logger.
+func TestNewRetryableClientLogsOnlyWhenAsked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := refuseFirst(nil)
+		silent := NewRetryableClient(handlerTransport{h: h})
+		defer silent.HTTPClient.Transport.(*Transport).Close()
+		assert.Nil(t, silent.Logger, "silent by default")
+
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		c := NewRetryableClient(handlerTransport{h: h}, WithLogger(logger))
+		defer c.HTTPClient.Transport.(*Transport).Close()
+		resp, err := c.Get("http://api.test/")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		out := buf.String()
+		assert.Contains(t, out, "performing request")
+		assert.Contains(t, out, "retrying request")
+		assert.Contains(t, out, "the server paused a partition")
+		assert.Contains(t, out, "partition=api.test")
+	})
 }

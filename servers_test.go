@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/throttlekit/throttle/headers"
@@ -42,6 +43,22 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp := rec.Result()
 	resp.Request = req
 	return resp, nil
+}
+
+// refuseFirst answers its first request with a 429 and Retry-After: 1,
+// and the others with next (an empty 200 when next is nil).
+func refuseFirst(next http.HandlerFunc) http.HandlerFunc {
+	var calls atomic.Int32
+	return func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		if next != nil {
+			next(w, r)
+		}
+	}
 }
 
 // api is a test server that enforces a limit and counts what it saw.

@@ -3,7 +3,9 @@ package throttle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,15 @@ import (
 // a hostile or broken Retry-After: 999999999 must not freeze a client.
 const DefaultMaxPause = 15 * time.Minute
 
+// DefaultPermitLease bounds how long a response body may hold a
+// concurrency permit after the response headers arrived (WithPermitLease).
+// It is DefaultMaxPause for the same reason: no single event — a server's
+// pause or a caller's forgotten body — stalls a partition for longer. An
+// API response is read in seconds; a body still open after 15 minutes is
+// almost always one its caller forgot to close, and a stream that really
+// lasts that long only lets one more request in early.
+const DefaultPermitLease = 15 * time.Minute
+
 // Transport is an http.RoundTripper that keeps its callers inside a rate
 // limit: every request waits, in FIFO order, for a permit from its
 // partition's limiter, and pauses and paces itself on what the servers it
@@ -26,14 +37,15 @@ const DefaultMaxPause = 15 * time.Minute
 // A Transport is safe for concurrent use. Close it when done.
 type Transport struct {
 	base     http.RoundTripper
-	lim      limiters.Limiter
-	repo     repository.Repository
+	repo     repository.Repository // WithLimiter's limiter, as a keyless repository
 	key      keyextract.Extractor
 	maxWait  time.Duration
 	feedback bool
 	maxPause time.Duration
+	lease    time.Duration
 	observer func(Event)
-	holds    bool // the limiter may hold permits until the body is done
+	logger   *slog.Logger
+	holds    bool // the repository's permits stay taken until the body is done
 
 	mu      sync.RWMutex
 	gates   map[string]*gate
@@ -45,12 +57,15 @@ type Transport struct {
 type Option func(*Transport)
 
 // WithLimiter makes every request, whatever its partition, take a permit
-// from l. The Transport owns l: Close closes it.
-func WithLimiter(l limiters.Limiter) Option { return func(t *Transport) { t.lim = l } }
+// from l. The Transport owns l: Close closes it. WithLimiter and
+// WithRepository replace each other: the last one given wins.
+func WithLimiter(l limiters.Limiter) Option { return func(t *Transport) { t.repo = keyless{l} } }
 
 // WithRepository makes every request take a permit from its partition's
 // limiter in r (the partition is the key WithKey extracts). The Transport
-// owns r: Close closes it.
+// owns r: Close closes it. A repository that implements
+// limiters.PermitHolder says whether its permits stay taken until the
+// response body is done; one that does not is assumed to hold them.
 func WithRepository(r repository.Repository) Option { return func(t *Transport) { t.repo = r } }
 
 // WithKey sets how a request's partition is chosen; the default is
@@ -59,9 +74,10 @@ func WithRepository(r repository.Repository) Option { return func(t *Transport) 
 func WithKey(e keyextract.Extractor) Option { return func(t *Transport) { t.key = e } }
 
 // WithMaxWait bounds how long a request may wait for its turn, on top of its
-// context's deadline. A request that would wait longer fails at once with a
-// *limiters.RejectedError. Zero (the default) means no bound but the
-// context's.
+// context's deadline: a request waits until the earlier of the two. A
+// request that would wait longer fails at once with a
+// *limiters.RejectedError whose Reason names the bound. Zero (the default)
+// means no bound but the context's.
 func WithMaxWait(d time.Duration) Option { return func(t *Transport) { t.maxWait = d } }
 
 // WithServerFeedback turns on or off (default on) listening to the servers'
@@ -70,7 +86,8 @@ func WithMaxWait(d time.Duration) Option { return func(t *Transport) { t.maxWait
 func WithServerFeedback(on bool) Option { return func(t *Transport) { t.feedback = on } }
 
 // WithMaxPause caps how long one server answer may pause a partition
-// (default DefaultMaxPause).
+// (default DefaultMaxPause). A server that asks for a pause beyond what
+// headers.Parse reads (more than 366 days) gets this pause.
 func WithMaxPause(d time.Duration) Option {
 	return func(t *Transport) {
 		if d > 0 {
@@ -79,48 +96,32 @@ func WithMaxPause(d time.Duration) Option {
 	}
 }
 
+// WithPermitLease bounds how long a response body may hold its
+// concurrency permit after the response headers arrived (default
+// DefaultPermitLease). When the lease runs out the permit goes back to the
+// partition, exactly once (closing the body later gives nothing back
+// twice), the body stays readable, and the observer receives
+// EventLeaseExpired naming the partition: a body its caller forgot to close
+// cannot stall a partition for the life of the process. Zero turns the
+// lease off: a permit is then held until the body is closed or read to EOF,
+// however long that takes. Only limiters that hold permits (Concurrency, a
+// Chain with one) are affected.
+func WithPermitLease(d time.Duration) Option {
+	return func(t *Transport) { t.lease = max(d, 0) }
+}
+
 // WithObserver receives an Event for every permit acquired, every request
-// refused, and every pause and resumption. It is called synchronously on
-// the request's goroutine or a timer's, never with a lock held; keep it fast.
+// refused, every pause and resumption, and every permit lease that ran
+// out. It is called synchronously on the request's goroutine or a timer's,
+// never with a lock held; keep it fast.
 func WithObserver(f func(Event)) Option { return func(t *Transport) { t.observer = f } }
 
-// EventKind says what an Event reports.
-type EventKind int
-
-const (
-	// EventAcquired: a request got its permit after waiting Wait.
-	EventAcquired EventKind = iota + 1
-	// EventRejected: a request was refused before being sent; Err says why.
-	EventRejected
-	// EventPaused: a server's answer (Status) paused the partition until Until.
-	EventPaused
-	// EventResumed: a pause ended; the next request probes the server.
-	EventResumed
-)
-
-func (k EventKind) String() string {
-	switch k {
-	case EventAcquired:
-		return "acquired"
-	case EventRejected:
-		return "rejected"
-	case EventPaused:
-		return "paused"
-	case EventResumed:
-		return "resumed"
-	}
-	return "unknown"
-}
-
-// Event is what an observer receives.
-type Event struct {
-	Kind   EventKind
-	Key    string        // the partition
-	Wait   time.Duration // EventAcquired: time spent waiting
-	Until  time.Time     // EventPaused: the end of the pause
-	Status int           // EventPaused: the response status that caused it
-	Err    error         // EventRejected: the error returned to the caller
-}
+// WithLogger logs what deserves a log line through l: a pause a server
+// asked for (Info) and a permit lease that ran out (Warn: a response body
+// was not closed). A client made by NewRetryableClient also gives l to
+// go-retryablehttp, which logs every request and retry. The default is
+// silent.
+func WithLogger(l *slog.Logger) Option { return func(t *Transport) { t.logger = l } }
 
 // NewTransport returns a Transport sending through base
 // (http.DefaultTransport if nil).
@@ -133,20 +134,36 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		key:      keyextract.Host(),
 		feedback: true,
 		maxPause: DefaultMaxPause,
+		lease:    DefaultPermitLease,
 		gates:    make(map[string]*gate),
 	}
 	for _, o := range opts {
 		o(t)
 	}
 	if t.repo != nil {
-		t.holds = true
-	} else if t.lim != nil {
-		switch t.lim.(type) {
-		case *limiters.Concurrency, *limiters.ChainLimiter:
-			t.holds = true
-		}
+		h, ok := t.repo.(limiters.PermitHolder)
+		t.holds = !ok || h.HoldsPermits()
+	}
+	if t.logger != nil {
+		t.observer = logTo(t.logger, t.observer)
 	}
 	return t
+}
+
+// logTo returns an observer that logs the events worth a line to l, then
+// passes every event to next (if any).
+func logTo(l *slog.Logger, next func(Event)) func(Event) {
+	return func(e Event) {
+		switch e.Kind {
+		case EventPaused:
+			l.Info("throttle: the server paused a partition", "partition", e.Key, "status", e.Status, "until", e.Until)
+		case EventLeaseExpired:
+			l.Warn("throttle: a response body held its permit past the lease; the permit went back", "partition", e.Key)
+		}
+		if next != nil {
+			next(e)
+		}
+	}
 }
 
 func (t *Transport) emit(e Event) {
@@ -174,7 +191,7 @@ func (t *Transport) gate(key string) *gate {
 		// map has doubled.
 		t.sweepAt = 2 * len(t.gates)
 	}
-	g = &gate{t: t, key: key}
+	g = &gate{key: key, maxPause: t.maxPause, emit: t.observer}
 	t.gates[key] = g
 	return g
 }
@@ -198,39 +215,39 @@ func (t *Transport) sweepLocked() {
 // http.RoundTripper contract: it does not modify req, it closes req.Body on
 // its own errors, and a 429 from the server is a response, not an error. A
 // request that would wait past WithMaxWait or its context's deadline fails
-// at once with a *limiters.RejectedError.
+// at once with a *limiters.RejectedError; when the context's deadline was
+// the bound, the error also matches context.DeadlineExceeded.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.closed.Load() {
 		return nil, t.refuse(req, "", limiters.ErrClosed)
 	}
 	key, _ := t.key.Extract(keyextract.HTTP(req))
-	ctx := req.Context()
-	var deadline time.Time
 	var start time.Time
 	if t.maxWait > 0 || t.observer != nil {
 		start = time.Now()
 	}
-	if t.maxWait > 0 {
-		deadline = start.Add(t.maxWait)
-	}
-	if dl, ok := ctx.Deadline(); ok && (deadline.IsZero() || dl.Before(deadline)) {
-		deadline = dl
-	}
+	b := newBound(req.Context(), start, t.maxWait)
+	defer b.stop()
 
 	var g *gate
 	var tk ticket
 	if t.feedback {
 		g = t.gate(key)
+		var w *gwaiter
 		var err error
-		if tk, err = g.admit(ctx, deadline); err != nil {
-			return nil, t.refuse(req, key, err)
+		tk, w, err = g.enter(b.deadline)
+		if err == nil && w != nil {
+			tk, err = g.wait(b.waitCtx(), w)
+		}
+		if err != nil {
+			return nil, t.refuse(req, key, b.explain(err, key, "the server paused or paced the partition"))
 		}
 	}
-	if err := t.acquire(ctx, key, start); err != nil {
+	if err := t.acquire(key, &b); err != nil {
 		if g != nil {
 			g.abort(tk)
 		}
-		return nil, t.refuse(req, key, err)
+		return nil, t.refuse(req, key, b.explain(err, key, ""))
 	}
 	if t.observer != nil {
 		t.emit(Event{Kind: EventAcquired, Key: key, Wait: time.Since(start)})
@@ -263,55 +280,28 @@ func (t *Transport) refuse(req *http.Request, key string, err error) error {
 	return err
 }
 
-// acquire takes one permit from the partition's limiter, honouring ctx and
-// WithMaxWait. A permit that is free now is taken without allocating.
-func (t *Transport) acquire(ctx context.Context, key string, start time.Time) error {
-	switch {
-	case t.lim != nil:
-		if t.maxWait <= 0 {
-			return t.lim.Acquire(ctx, 1)
-		}
-		if t.lim.TryAcquire(0).Allowed && t.lim.TryAcquire(1).Allowed {
-			return nil
-		}
-		return t.waitMax(ctx, start, func(ctx context.Context) error { return t.lim.Acquire(ctx, 1) })
-	case t.repo != nil:
-		if t.maxWait <= 0 {
-			return t.repo.Acquire(ctx, key, 1)
-		}
-		if d, err := t.repo.TryAcquire(ctx, key, 0); err == nil && d.Allowed {
-			if d, err = t.repo.TryAcquire(ctx, key, 1); err == nil && d.Allowed {
+// acquire takes one permit from the partition's limiter within b. A permit
+// that is free now is taken without allocating.
+func (t *Transport) acquire(key string, b *bound) error {
+	if t.repo == nil {
+		return nil
+	}
+	if b.maxWait > 0 {
+		// WithMaxWait is the bound: try without waiting first, so that a
+		// request that need not wait costs no bounded context.
+		if d, err := t.repo.TryAcquire(b.ctx, key, 0); err == nil && d.Allowed {
+			if d, err = t.repo.TryAcquire(b.ctx, key, 1); err == nil && d.Allowed {
 				return nil
 			}
 		}
-		return t.waitMax(ctx, start, func(ctx context.Context) error { return t.repo.Acquire(ctx, key, 1) })
 	}
-	return nil
+	return t.repo.Acquire(b.waitCtx(), key, 1)
 }
 
-// waitMax runs acquire under a context that also ends at start+maxWait, and
-// reports running out of that time as a *limiters.RejectedError.
-func (t *Transport) waitMax(ctx context.Context, start time.Time, acquire func(context.Context) error) error {
-	left := t.maxWait - time.Since(start)
-	if left <= 0 {
-		return &limiters.RejectedError{Reason: "max wait exceeded"}
-	}
-	wctx, cancel := context.WithTimeout(ctx, left)
-	defer cancel()
-	err := acquire(wctx)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return &limiters.RejectedError{Reason: "max wait exceeded", RetryAfter: 0}
-	}
-	return err
-}
-
-// release gives the request's permit back (only concurrency limiters care).
+// release gives the request's permit back (only limiters that hold
+// permits care).
 func (t *Transport) release(key string) {
-	switch {
-	case !t.holds:
-	case t.lim != nil:
-		t.lim.Release(1)
-	case t.repo != nil:
+	if t.holds {
 		t.repo.Release(context.Background(), key, 1)
 	}
 }
@@ -338,23 +328,126 @@ func (t *Transport) Close() error {
 	for _, g := range gates {
 		g.close()
 	}
-	var err error
-	if t.lim != nil {
-		err = t.lim.Close()
-	}
 	if t.repo != nil {
-		err = errors.Join(err, t.repo.Close())
+		return t.repo.Close()
 	}
-	return err
+	return nil
 }
 
+// bound is one request's limit on waiting, computed once in RoundTrip and
+// used by the gate and the limiter alike: the earlier of its context's
+// deadline and WithMaxWait.
+type bound struct {
+	ctx      context.Context // the request's context
+	deadline time.Time       // zero: no bound but cancellation
+	maxWait  time.Duration   // non-zero when WithMaxWait is the bound
+	wctx     context.Context // ctx ending at deadline, made by the first wait
+	cancel   context.CancelFunc
+}
+
+func newBound(ctx context.Context, now time.Time, maxWait time.Duration) bound {
+	b := bound{ctx: ctx}
+	if maxWait > 0 {
+		b.deadline, b.maxWait = now.Add(maxWait), maxWait
+	}
+	if dl, ok := ctx.Deadline(); ok && (b.deadline.IsZero() || !dl.After(b.deadline)) {
+		b.deadline, b.maxWait = dl, 0
+	}
+	return b
+}
+
+// waitCtx is the context to wait under: ctx itself when its deadline is the
+// bound, else a child of ctx that ends at the deadline (made once, on the
+// first wait: a request that does not wait allocates nothing).
+func (b *bound) waitCtx() context.Context {
+	if b.maxWait == 0 {
+		return b.ctx
+	}
+	if b.wctx == nil {
+		b.wctx, b.cancel = context.WithDeadline(b.ctx, b.deadline)
+	}
+	return b.wctx
+}
+
+func (b *bound) stop() {
+	if b.cancel != nil {
+		b.cancel()
+	}
+}
+
+// explain turns what a wait returned into the error the caller gets. A
+// refusal names the partition key (after the limiter's own name) and, when
+// it was about the bound, says which bound held: WithMaxWait, or the
+// context's deadline (then Cause is context.DeadlineExceeded). why, if not
+// empty, says what held the request back. Running out of WithMaxWait while
+// waiting is such a refusal too. Other errors pass unchanged.
+func (b *bound) explain(err error, key, why string) error {
+	turn := "its turn would come after"
+	var rej *limiters.RejectedError
+	if !errors.As(err, &rej) {
+		if b.maxWait == 0 || b.ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		rej, turn = &limiters.RejectedError{}, "its turn did not come within"
+	}
+	e := *rej
+	e.Limiter = partition(e.Limiter, key)
+	if why != "" {
+		why += "; "
+	}
+	switch {
+	case b.maxWait > 0:
+		e.Reason = fmt.Sprintf("%s%s WithMaxWait (%v)", why, turn, b.maxWait)
+		e.Cause = nil
+	case !b.deadline.IsZero():
+		e.Reason = why + turn + " the context deadline"
+		e.Cause = context.DeadlineExceeded
+	}
+	return &e
+}
+
+// partition names a limiter and the partition it refused: `gcra (partition
+// "api.example.com")`. A long key is cut short.
+func partition(limiter, key string) string {
+	const maxKey = 64
+	if len(key) > maxKey {
+		key = key[:maxKey] + "…"
+	}
+	if limiter == "" {
+		return fmt.Sprintf("partition %q", key)
+	}
+	return fmt.Sprintf("%s (partition %q)", limiter, key)
+}
+
+// keyless is WithLimiter's limiter as a repository: one limiter for every
+// key, so that the Transport has one acquire path.
+type keyless struct{ l limiters.Limiter }
+
+func (k keyless) TryAcquire(_ context.Context, _ string, n int) (limiters.Decision, error) {
+	return k.l.TryAcquire(n), nil
+}
+
+func (k keyless) Acquire(ctx context.Context, _ string, n int) error { return k.l.Acquire(ctx, n) }
+
+func (k keyless) Release(_ context.Context, _ string, n int) error {
+	k.l.Release(n)
+	return nil
+}
+
+func (k keyless) Close() error { return k.l.Close() }
+
+// HoldsPermits reports whether the limiter's permits stay taken until
+// Release.
+func (k keyless) HoldsPermits() bool { return limiters.HoldsPermits(k.l) }
+
 // releaseBody gives the request's permit back when the body is closed or
-// read to EOF, exactly once.
+// read to EOF, or when its lease runs out, exactly once.
 type releaseBody struct {
-	rc   io.ReadCloser
-	t    *Transport
-	key  string
-	done atomic.Bool
+	rc    io.ReadCloser
+	t     *Transport
+	key   string
+	done  atomic.Bool
+	lease *time.Timer // nil: no lease
 }
 
 // releaseRWBody keeps the io.Writer of a 101 Switching Protocols body.
@@ -364,6 +457,9 @@ func (b releaseRWBody) Write(p []byte) (int, error) { return b.rc.(io.Writer).Wr
 
 func newReleaseBody(rc io.ReadCloser, t *Transport, key string) io.ReadCloser {
 	b := &releaseBody{rc: rc, t: t, key: key}
+	if t.lease > 0 {
+		b.lease = time.AfterFunc(t.lease, b.expire)
+	}
 	if _, ok := rc.(io.Writer); ok {
 		return releaseRWBody{b}
 	}
@@ -372,7 +468,18 @@ func newReleaseBody(rc io.ReadCloser, t *Transport, key string) io.ReadCloser {
 
 func (b *releaseBody) finish() {
 	if !b.done.Swap(true) {
+		if b.lease != nil {
+			b.lease.Stop()
+		}
 		b.t.release(b.key)
+	}
+}
+
+// expire runs when the lease runs out before the body was done.
+func (b *releaseBody) expire() {
+	if !b.done.Swap(true) {
+		b.t.release(b.key)
+		b.t.emit(Event{Kind: EventLeaseExpired, Key: b.key})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/throttlekit/throttle/limiters"
 )
@@ -31,6 +32,7 @@ func BenchmarkRoundTripOverhead(b *testing.B) {
 		{"bare", plain, nil},
 		{"limiter", plain, []Option{WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
 		{"limiter+quota headers", github, []Option{WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
+		{"limiter+max wait", plain, []Option{WithMaxWait(time.Second), WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
 		{"no feedback", plain, []Option{WithServerFeedback(false), WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

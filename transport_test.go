@@ -610,3 +610,41 @@ func TestPartitionsAreForgotten(t *testing.T) {
 		assert.GreaterOrEqual(t, n, 2500-maxIdleGates, "live quotas are kept")
 	})
 }
+
+// wrapped is a user's own limiter: a wrapper that says nothing of permits.
+type wrapped struct{ limiters.Limiter }
+
+// spending is a repository that says its permits are spent when granted.
+type spending struct{ repository.Repository }
+
+func (spending) HoldsPermits() bool { return false }
+
+// TestPermitsHeldAsTheLimiterSays: whether a response body carries a
+// permit is limiters.HoldsPermits' answer, so a user's wrapper of a
+// semaphore holds its permit until the body is done, and a repository that
+// says its permits are spent gets no Release at all.
+func TestPermitsHeldAsTheLimiterSays(t *testing.T) {
+	t.Run("wrapped semaphore", func(t *testing.T) {
+		lim := limiters.NewConcurrency(1)
+		tr := NewTransport(handlerTransport{h: okHandler}, WithLimiter(wrapped{lim}))
+		defer tr.Close()
+		resp, err := tr.RoundTrip(mustReq(t, "http://api.test/", nil))
+		require.NoError(t, err)
+		assert.Equal(t, 0, lim.Stats().Available, "held while the body is open")
+		resp.Body.Close()
+		assert.Equal(t, 1, lim.Stats().Available)
+	})
+	t.Run("repository whose permits are spent", func(t *testing.T) {
+		repo := repository.NewMemory(func(string) limiters.Limiter { return limiters.NewConcurrency(1) })
+		tr := NewTransport(handlerTransport{h: okHandler}, WithRepository(spending{repo}))
+		defer tr.Close()
+		resp, err := tr.RoundTrip(mustReq(t, "http://api.test/", nil))
+		require.NoError(t, err)
+		_, isRelease := resp.Body.(*releaseBody)
+		assert.False(t, isRelease, "nothing to give back")
+		resp.Body.Close()
+		d, err := repo.TryAcquire(t.Context(), "api.test", 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "the Transport took the repository at its word")
+	})
+}

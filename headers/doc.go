@@ -25,31 +25,77 @@
 //
 // # Formats Parse understands
 //
-//   - Retry-After as delay-seconds (fractions allowed) or an HTTP-date in
+// Every dialect Parse knows, with an example line each:
+//
+//	Retry-After (seconds, HTTP-date)   Retry-After: 120
+//	                                   Retry-After: Tue, 02 Jan 2024 15:00:30 GMT
+//	retry-after-ms (OpenAI, Anthropic) retry-after-ms: 250
+//	x-ms-retry-after-ms (Azure)        x-ms-retry-after-ms: 1500
+//	X-RateLimit-* (GitHub)             X-RateLimit-Remaining: 0, X-RateLimit-Reset: 1704211200,
+//	                                   X-RateLimit-Used: 5000, X-RateLimit-Resource: core
+//	X-RateLimit-Reset-After (Discord)  X-RateLimit-Reset-After: 1.25, X-RateLimit-Bucket: abcd1234
+//	x-rate-limit-* (X/Twitter)         x-rate-limit-reset: 1704208500
+//	X-RateLimit-* (Reddit)             X-Ratelimit-Remaining: 598.0, X-Ratelimit-Reset: 540
+//	X-RateLimit-* (Jira)               X-RateLimit-FillRate: 10, X-RateLimit-Interval-Seconds: 1,
+//	                                   X-RateLimit-Reset: 2024-01-02T15:04Z
+//	epoch-ms resets                    X-RateLimit-Reset: 1704207602500
+//	x-ratelimit-*-<name> (OpenAI)      x-ratelimit-remaining-tokens: 149984, x-ratelimit-reset-tokens: 6m0s
+//	X-RateLimit-*-<period> (Kong)      X-RateLimit-Remaining-Minute: 0
+//	X-RateLimit-<name>-* (Linear)      X-RateLimit-Requests-Reset: 1704210600000,
+//	                                   X-RateLimit-Complexity-Remaining: 249958
+//	anthropic-ratelimit-<name>-*       anthropic-ratelimit-input-tokens-reset: 2024-01-02T15:00:30Z
+//	X-AI-RateLimit-*-<instance>        X-AI-RateLimit-Remaining-openai-instance: 0
+//	  (APISIX ai-rate-limiting)
+//	X-HubSpot-RateLimit-*              X-HubSpot-RateLimit-Max: 190, X-HubSpot-RateLimit-Remaining: 189,
+//	                                   X-HubSpot-RateLimit-Interval-Milliseconds: 10000,
+//	                                   X-HubSpot-RateLimit-Daily-Remaining: 499995
+//	Sforce-Limit-Info (Salesforce)     Sforce-Limit-Info: api-usage=18/5000
+//	X-Shopify-Shop-Api-Call-Limit      X-Shopify-Shop-Api-Call-Limit: 32/40
+//	x-ms-ratelimit-remaining-* (Azure  x-ms-ratelimit-remaining-subscription-reads: 11999
+//	  Resource Manager)
+//	IETF RateLimit-Policy / RateLimit  RateLimit-Policy: "burst";q=100;w=60;qu="requests";pk=:YQ==:
+//	  (draft -08 and later)            RateLimit: "burst";r=50;t=30
+//	IETF RateLimit dictionary (-07)    RateLimit: limit=100, remaining=50, reset=30
+//	IETF RateLimit-* (-06 and before)  RateLimit-Limit: 100, 100;w=60
+//	RateLimit-* (Docker Hub)           ratelimit-remaining: 76;w=21600
+//	RateLimit-* (GitLab)               RateLimit-Name: throttle_authenticated_api, RateLimit-Observed: 67,
+//	                                   RateLimit-ResetTime: Tue, 02 Jan 2024 15:01:00 GMT
+//
+// The details that matter:
+//
+//   - Retry-After is delay-seconds (fractions allowed) or an HTTP-date in
 //     any of its three forms, including RFC 1123 dates with a zone other
-//     than GMT; retry-after-ms and x-ms-retry-after-ms, which win over
+//     than GMT; retry-after-ms and x-ms-retry-after-ms win over
 //     Retry-After because they say the same thing more precisely.
-//   - X-RateLimit-Limit / -Remaining / -Reset / -Reset-After / -Used /
-//     -Resource / -Bucket (GitHub, Discord, Reddit, Jira and many more) and
-//     X/Twitter's x-rate-limit-*. A numeric reset is told apart by size:
-//     at least 1e12 is epoch milliseconds, at least 1e9 epoch seconds,
-//     anything smaller a delay in seconds. Resets may also be an HTTP-date,
+//   - A numeric reset is told apart by size: at least 1e12 is epoch
+//     milliseconds (Linear), at least 1e9 epoch seconds, anything smaller
+//     a delay in seconds (APISIX, Kong). Resets may also be an HTTP-date,
 //     an RFC 3339 time (with or without seconds) or a Go duration.
-//   - OpenAI-style x-ratelimit-limit-requests, x-ratelimit-remaining-tokens,
-//     x-ratelimit-reset-requests ("6m0s") and friends: one quota per
-//     suffix, named by it ("requests", "tokens"); Kong's
-//     X-RateLimit-Limit-Minute and friends get the window their name says.
-//   - anthropic-ratelimit-<name>-limit / -remaining / -reset.
-//   - The IETF draft-ietf-httpapi-ratelimit-headers: the latest
-//     RateLimit-Policy and RateLimit structured fields (items join by
-//     name), the earlier RateLimit dictionary (limit=, remaining=, reset=)
-//     and the separate RateLimit-Limit / -Remaining / -Reset fields, which
-//     GitLab also sends (with RateLimit-Name, RateLimit-Observed and
-//     RateLimit-ResetTime).
-//   - Shopify's X-Shopify-Shop-Api-Call-Limit ("32/40"), Azure
-//     Resource Manager's x-ms-ratelimit-remaining-*, and Jira's
-//     X-RateLimit-FillRate and X-RateLimit-Interval-Seconds, reported as the
-//     Window that refills Limit (so Limit/Window is the sustained rate).
+//   - Named families give one quota per name ("requests", "tokens",
+//     Linear's "complexity" and "endpoint-requests", HubSpot's
+//     "interval", "daily" and "secondly", an APISIX instance), with the
+//     Unit the name or the provider's documentation says; Kong's and
+//     HubSpot's names imply their Window. HubSpot's daily limit resets at
+//     midnight in the account's time zone, which no field says, so it has
+//     no Reset.
+//   - Salesforce reports used/limit: api-usage over a rolling day, and
+//     per-app-api-usage=17/250(appName=app) with the app as Partition.
+//     Usage beyond the limit (an organization may burst past it) is
+//     Remaining 0.
+//   - Jira's X-RateLimit-FillRate and X-RateLimit-Interval-Seconds are
+//     reported as the Window that refills Limit (so Limit/Window is the
+//     sustained rate).
+//   - IETF RateLimit items join their RateLimit-Policy by name and, where
+//     both carry one, by partition key (pk, reported as Partition). A
+//     policy's qu is the Unit ("requests" when it gives none). The t of a
+//     RateLimit item becomes Reset = now + t under either meaning the
+//     drafts gave it: up to -09 the time until the quota resets, since -10
+//     the effective window, within which no more than r is available. The
+//     field does not say which draft the server follows, and it need not
+//     matter: with r = 0 both mean "wait t", and with r > 0 spending r
+//     over t is within either.
+//   - A positive Age means the response came from a cache: its quotas are
+//     stale, and Parse drops them, as the draft says; Retry-After stays.
 //
 // Header names match case-insensitively, even as raw, non-canonical map
 // keys. Repeated field lines and list members are separate quotas, paired by

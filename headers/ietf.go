@@ -15,7 +15,9 @@ import (
 // Both are structured-field lists. A policy item names a policy and carries
 // its quota (q), window in seconds (w), quota unit (qu) and partition key
 // (pk); a RateLimit item names the policy it reports on and carries what
-// remains (r) and the seconds until reset (t). Earlier drafts sent
+// remains (r), the effective window in seconds (t: until more is
+// available; until the reset, up to draft -09) and its partition key (pk).
+// Both readings of t become Reset = now + t. Earlier drafts sent
 //
 //	RateLimit: limit=100, remaining=50, reset=30
 //	RateLimit-Policy: 100;w=60
@@ -25,6 +27,7 @@ import (
 // policy is one RateLimit-Policy item.
 type policy struct {
 	name   string
+	unit   string
 	pk     []byte
 	quota  int64
 	window time.Duration
@@ -52,12 +55,16 @@ func appendIETF(qs []Quota, policyVals, rlVals []string, now time.Time) []Quota 
 				p := policy{quota: paramCount(it.Params, "q")}
 				p.window, _ = paramSeconds(it.Params, "w")
 				p.pk = paramBytes(it.Params, "pk")
+				p.unit = paramString(it.Params, "qu")
 				if q, ok := count(it.Value); ok { // earlier drafts: "100;w=60"
 					p.quota = q
 					olds = append(olds, p)
 					continue
 				}
 				if p.name, ok = itemName(it.Value); ok {
+					if p.unit == "" {
+						p.unit = "requests" // the draft's default
+					}
 					ps = append(ps, p)
 				}
 			}
@@ -87,9 +94,15 @@ func appendIETF(qs []Quota, policyVals, rlVals []string, now time.Time) []Quota 
 				pk := paramBytes(it.Params, "pk")
 				for i, p := range ps {
 					if p.name == name && (p.pk == nil || pk == nil || bytes.Equal(p.pk, pk)) {
-						r.q.Limit, r.q.Window, r.policy = p.quota, p.window, i
+						r.q.Limit, r.q.Window, r.q.Unit, r.policy = p.quota, p.window, p.unit, i
+						if pk == nil {
+							pk = p.pk
+						}
 						break
 					}
+				}
+				if pk != nil {
+					r.q.Partition = string(pk)
 				}
 				rls = append(rls, r)
 			}
@@ -125,7 +138,11 @@ func appendIETF(qs []Quota, policyVals, rlVals []string, now time.Time) []Quota 
 			}
 		}
 		if !joined {
-			qs = append(qs, Quota{Name: p.name, Limit: p.quota, Remaining: -1, Window: p.window})
+			q := Quota{Name: p.name, Limit: p.quota, Remaining: -1, Window: p.window, Unit: p.unit}
+			if p.pk != nil {
+				q.Partition = string(p.pk)
+			}
+			qs = append(qs, q)
 		}
 	}
 	for _, r := range rls {
@@ -200,6 +217,16 @@ func paramSeconds(p *httpsfv.Params, k string) (time.Duration, bool) {
 	}
 	v, _ := p.Get(k)
 	return seconds(v)
+}
+
+// paramString returns a string or token parameter, or "".
+func paramString(p *httpsfv.Params, k string) string {
+	if p == nil {
+		return ""
+	}
+	v, _ := p.Get(k)
+	s, _ := itemName(v)
+	return s
 }
 
 func paramBytes(p *httpsfv.Params, k string) []byte {

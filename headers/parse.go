@@ -16,14 +16,26 @@ type Quota struct {
 	Remaining int64         // -1 when the server did not say
 	Reset     time.Time     // zero when the server did not say
 	Window    time.Duration // zero when the server did not say
+
+	// Unit is what Limit and Remaining count, when the server or its
+	// documentation says: the IETF qu parameter ("requests",
+	// "content-bytes", "concurrent-requests"; "requests" when a policy
+	// gives none), or "requests", "tokens" or "complexity" for the
+	// dialects whose names or documentation say so. Empty when unknown.
+	Unit string
+	// Partition tells apart buckets of one policy: the bytes of the IETF
+	// pk parameter, or Salesforce's appName. Empty when the server did
+	// not say.
+	Partition string
 }
 
 // Info is everything a response says about rate limits.
 type Info struct {
 	// Quotas come in a fixed order: the IETF RateLimit fields, the older
 	// RateLimit-* fields, X-RateLimit-*, then the named families
-	// (x-ratelimit-*-<name>, anthropic-ratelimit-*, x-ms-ratelimit-*) sorted
-	// by name, and Shopify's call limit.
+	// (x-ratelimit-*-<name> and x-ratelimit-<name>-*, anthropic-ratelimit-*,
+	// x-ms-ratelimit-*, x-ai-ratelimit-*, x-hubspot-ratelimit-*) sorted by
+	// name, Shopify's call limit and Salesforce's usage.
 	Quotas        []Quota
 	RetryAfter    time.Duration // meaningful only if HasRetryAfter
 	HasRetryAfter bool
@@ -78,23 +90,28 @@ const (
 	kindXInterval   // X-RateLimit-Interval-Seconds (Jira)
 	kindXFillRate   // X-RateLimit-FillRate (Jira)
 
-	kindShopify // X-Shopify-Shop-Api-Call-Limit
+	kindShopify    // X-Shopify-Shop-Api-Call-Limit
+	kindSalesforce // Sforce-Limit-Info
+	kindAge        // Age: a positive one means the response came from a cache
 
 	numStatic
 
-	// Named kinds: the order is the index into named.vals.
+	// Named kinds: the order is the index into named.fields.
 	kindNamedLimit
 	kindNamedRemaining
 	kindNamedReset
+	kindNamedWindow
 )
 
 // family tells apart the header families that carry quota names.
 type family uint8
 
 const (
-	famX         family = iota // x-ratelimit-limit-<name> (OpenAI)
+	famX         family = iota // x-ratelimit-limit-<name> (OpenAI), x-ratelimit-<name>-limit (Linear)
 	famAnthropic               // anthropic-ratelimit-<name>-limit
 	famAzure                   // x-ms-ratelimit-remaining-<name>
+	famAI                      // x-ai-ratelimit-limit-<name> (APISIX)
+	famHubSpot                 // x-hubspot-ratelimit-*
 )
 
 // classify says which field the header named k is, ignoring case. For the
@@ -127,8 +144,19 @@ func classify(k string) (kind, family, string) {
 			return kindNamedRemaining, famAzure, k[len("X-Ms-RateLimit-Remaining-"):]
 		case equalFold(k, "X-Shopify-Shop-Api-Call-Limit"):
 			return kindShopify, 0, ""
+		case hasPrefixFold(k, "X-AI-RateLimit-"):
+			return prefixed(k[len("X-AI-RateLimit-"):], famAI)
+		case hasPrefixFold(k, "X-HubSpot-RateLimit-"):
+			return hubSpotField(k[len("X-HubSpot-RateLimit-"):])
+		}
+	case 's':
+		if equalFold(k, "Sforce-Limit-Info") {
+			return kindSalesforce, 0, ""
 		}
 	case 'a':
+		if equalFold(k, "Age") {
+			return kindAge, 0, ""
+		}
 		if hasPrefixFold(k, "Anthropic-RateLimit-") {
 			rest := k[len("Anthropic-RateLimit-"):]
 			i := strings.LastIndexByte(rest, '-')
@@ -194,19 +222,64 @@ func xField(s string) (kind, family, string) {
 	case equalFold(s, "FillRate"):
 		return kindXFillRate, 0, ""
 	}
-	for _, p := range [...]struct {
-		prefix string
-		kind   kind
-	}{
-		{"Limit-", kindNamedLimit},
-		{"Remaining-", kindNamedRemaining},
-		{"Reset-", kindNamedReset},
-	} {
-		if hasPrefixFold(s, p.prefix) && len(s) > len(p.prefix) {
-			return p.kind, famX, s[len(p.prefix):]
+	if kd, fam, name := prefixed(s, famX); kd != kindNone {
+		return kd, fam, name
+	}
+	// Linear: X-RateLimit-Requests-Limit, X-RateLimit-Complexity-Reset.
+	for _, p := range namedParts {
+		if n := len(s) - len(p.part) - 1; n > 0 && s[n] == '-' && equalFold(s[n+1:], p.part) {
+			return p.kind, famX, s[:n]
 		}
 	}
 	return kindNone, 0, ""
+}
+
+// namedParts are the fields of a named quota, as header names spell them.
+var namedParts = [...]struct {
+	part string
+	kind kind
+}{
+	{"Limit", kindNamedLimit},
+	{"Remaining", kindNamedRemaining},
+	{"Reset", kindNamedReset},
+}
+
+// prefixed classifies "Limit-<name>", "Remaining-<name>" and
+// "Reset-<name>" as a named field of family fam.
+func prefixed(s string, fam family) (kind, family, string) {
+	for _, p := range namedParts {
+		if n := len(p.part); len(s) > n+1 && s[n] == '-' && equalFold(s[:n], p.part) {
+			return p.kind, fam, s[n+1:]
+		}
+	}
+	return kindNone, 0, ""
+}
+
+// hubSpotField classifies the part of an X-HubSpot-RateLimit-* name after
+// the prefix. HubSpot names its quotas by the field: Max, Remaining and
+// Interval-Milliseconds describe the rolling interval; Daily and Secondly
+// are limits whose -Remaining says what is left.
+func hubSpotField(s string) (kind, family, string) {
+	for _, f := range hubSpotFields {
+		if equalFold(s, f.field) {
+			return f.kind, famHubSpot, f.name
+		}
+	}
+	return kindNone, 0, ""
+}
+
+var hubSpotFields = [...]struct {
+	field string
+	kind  kind
+	name  string
+}{
+	{"Max", kindNamedLimit, "interval"},
+	{"Remaining", kindNamedRemaining, "interval"},
+	{"Interval-Milliseconds", kindNamedWindow, "interval"},
+	{"Daily", kindNamedLimit, "daily"},
+	{"Daily-Remaining", kindNamedRemaining, "daily"},
+	{"Secondly", kindNamedLimit, "secondly"},
+	{"Secondly-Remaining", kindNamedRemaining, "secondly"},
 }
 
 // field holds the lines of one header, and the raw map key they came
@@ -233,11 +306,12 @@ func (f *field) add(key string, vals []string) {
 	f.vals = append(append(make([]string, 0, len(a)+len(b)), a...), b...)
 }
 
-// named gathers the fields of one named quota: limit, remaining, reset.
+// named gathers the fields of one named quota: limit, remaining, reset
+// and window.
 type named struct {
 	fam    family
 	name   string
-	fields [3]field
+	fields [4]field
 }
 
 // commonNames are the names the named families use, so the usual case
@@ -248,6 +322,7 @@ var commonNames = [...]string{
 	"tenant-reads", "tenant-writes", "tenant-deletes",
 	"subscription-resource-requests", "subscription-resource-entities-read",
 	"resource", "second", "minute", "hour", "day",
+	"complexity", "endpoint-requests", "interval", "daily", "secondly",
 }
 
 // lowerName returns name in lower case, without allocating for the
@@ -278,6 +353,11 @@ func addNamed(nd []named, fam family, name string, idx int, key string, vals []s
 // the response arrived: relative resets and delays are counted from it, and
 // absolute resets are returned in its location.
 //
+// A response served from a cache, which a positive Age field says, reports
+// no quotas: they describe the moment the origin answered, not now, and
+// the IETF draft says to ignore them. Its Retry-After still counts, because
+// HTTP counts a delay from when the response is received.
+//
 // Parse never fails: fields it does not know are skipped and values it
 // cannot read are left unknown.
 func Parse(h http.Header, now time.Time) Info {
@@ -295,6 +375,8 @@ func Parse(h http.Header, now time.Time) Info {
 		kd, fam, name := classify(k)
 		switch {
 		case kd == kindNone:
+		case kd == kindAge:
+			st[kd].add(k, vs) // not a rate-limit field on its own
 		case kd < numStatic:
 			st[kd].add(k, vs)
 			found = true
@@ -322,6 +404,10 @@ func Parse(h http.Header, now time.Time) Info {
 				info.HasRetryAfter = true
 			}
 		}
+	}
+
+	if cached(st[kindAge].vals) {
+		return info
 	}
 
 	qs := qbuf[:0]
@@ -359,12 +445,20 @@ func Parse(h http.Header, now time.Time) Info {
 		qs = appendNamed(qs, &nd[i], now)
 	}
 	qs = appendShopify(qs, st[kindShopify].vals)
+	qs = appendSalesforce(qs, st[kindSalesforce].vals)
 
 	if len(qs) > 0 {
 		info.Quotas = make([]Quota, len(qs))
 		copy(info.Quotas, qs)
 	}
 	return info
+}
+
+// cached reports whether an Age field says the response came from a
+// cache: its first value is a positive number of seconds. An invalid Age
+// is ignored, as RFC 9111 says.
+func cached(age []string) bool {
+	return len(age) > 0 && parseCount(age[0]) > 0
 }
 
 // known reports whether q says anything at all.
@@ -406,9 +500,15 @@ func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
 
 	n := max(len(ls), len(rem), len(rst), len(ra), len(rt), len(used))
 	for i := range n {
-		q := Quota{Name: at(nm, i), Limit: -1, Remaining: parseCount(at(rem, i))}
+		// Docker Hub puts the window on the remaining count too:
+		// "ratelimit-remaining: 76;w=21600".
+		r, params, _ := strings.Cut(at(rem, i), ";")
+		q := Quota{Name: at(nm, i), Limit: -1, Remaining: parseCount(r)}
 		if i < len(ls) {
 			q.Limit, q.Window = ls[i].limit, ls[i].window
+		}
+		if q.Window == 0 {
+			q.Window = windowParam(params)
 		}
 		if u := parseCount(at(used, i)); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
 			q.Remaining = max(q.Limit-u, 0)
@@ -516,14 +616,23 @@ func windowParam(params string) time.Duration {
 // appendNamed appends the quotas of one named family member, such as
 // OpenAI's "requests" or an Azure Resource Manager counter.
 func appendNamed(qs []Quota, g *named, now time.Time) []Quota {
-	var limBuf, remBuf, rstBuf [8]string
+	var limBuf, remBuf, rstBuf, winBuf [8]string
 	lim := splitList(limBuf[:0], g.fields[0].vals)
 	rem := splitList(remBuf[:0], g.fields[1].vals)
 	rst := splitList(rstBuf[:0], g.fields[2].vals)
+	win := splitList(winBuf[:0], g.fields[3].vals)
 	for i := range max(len(lim), len(rem), len(rst)) {
-		q := Quota{Name: g.name, Limit: parseCount(at(lim, i)), Remaining: -1}
-		if g.fam == famX {
+		q := Quota{Name: g.name, Limit: parseCount(at(lim, i)), Remaining: -1, Unit: nameUnit(g.fam, g.name)}
+		switch g.fam {
+		case famX:
 			q.Window = nameWindow(g.name)
+		case famHubSpot:
+			// The daily limit resets at midnight in the account's time
+			// zone, which the response does not say: no Reset.
+			q.Window = nameWindow(g.name)
+			if d, ok := parseMillis(at(win, i)); ok && d > 0 {
+				q.Window = d
+			}
 		}
 		r := at(rem, i)
 		// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
@@ -542,31 +651,95 @@ func appendNamed(qs []Quota, g *named, now time.Time) []Quota {
 }
 
 // nameWindow returns the window a quota named after it implies, as Kong
-// names its X-RateLimit-Limit-Minute and friends.
+// names its X-RateLimit-Limit-Minute and HubSpot its Daily and Secondly
+// limits.
 func nameWindow(name string) time.Duration {
 	switch name {
-	case "second":
+	case "second", "secondly":
 		return time.Second
 	case "minute":
 		return time.Minute
 	case "hour":
 		return time.Hour
-	case "day":
+	case "day", "daily":
 		return 24 * time.Hour
 	}
 	return 0
+}
+
+// nameUnit returns the unit a named quota counts: APISIX's AI rate limits
+// count tokens and HubSpot's count requests; other families' names say it
+// ("requests", "input-tokens", Linear's "complexity"), or nothing does.
+func nameUnit(fam family, name string) string {
+	switch {
+	case fam == famAI:
+		return "tokens"
+	case fam == famHubSpot:
+		return "requests"
+	case fam == famAzure:
+		return ""
+	case name == "requests" || strings.HasSuffix(name, "-requests"):
+		return "requests"
+	case name == "tokens" || strings.HasSuffix(name, "-tokens"):
+		return "tokens"
+	case name == "complexity":
+		return "complexity"
+	}
+	return ""
 }
 
 // appendShopify appends Shopify's "used/limit" call limits.
 func appendShopify(qs []Quota, vals []string) []Quota {
 	var buf [8]string
 	for _, m := range splitList(buf[:0], vals) {
-		u, l, ok := strings.Cut(m, "/")
-		used, limit := parseCount(u), parseCount(l)
-		if !ok || used < 0 || limit < 0 {
-			continue
+		if limit, remaining, ok := parseUsage(m); ok {
+			qs = append(qs, Quota{Limit: limit, Remaining: remaining})
 		}
-		qs = append(qs, Quota{Limit: limit, Remaining: max(limit-used, 0)})
+	}
+	return qs
+}
+
+// parseUsage parses "used/limit" into the limit and what remains of it.
+func parseUsage(s string) (limit, remaining int64, ok bool) {
+	u, l, ok := strings.Cut(s, "/")
+	used, limit := parseCount(u), parseCount(l)
+	if !ok || used < 0 || limit < 0 {
+		return 0, 0, false
+	}
+	return limit, max(limit-used, 0), true
+}
+
+// appendSalesforce appends the API usage Salesforce's Sforce-Limit-Info
+// reports as used/limit: "api-usage=18/5000", the organization's requests
+// over a rolling 24 hours, and "per-app-api-usage=17/250(appName=app)", a
+// connected app's quota, whose appName becomes the Partition. The usage can
+// exceed the limit (Salesforce lets an organization burst past it). Other
+// members, such as api-bursts, count no requests and are skipped.
+func appendSalesforce(qs []Quota, vals []string) []Quota {
+	for _, line := range vals {
+		for line != "" {
+			m := line
+			if i := strings.IndexAny(line, ";,"); i >= 0 {
+				m, line = line[:i], line[i+1:]
+			} else {
+				line = ""
+			}
+			key, v, ok := strings.Cut(trim(m), "=")
+			if !ok || !strings.HasSuffix(key, "api-usage") {
+				continue
+			}
+			q := Quota{Name: key, Unit: "requests"}
+			if key == "api-usage" {
+				q.Window = 24 * time.Hour
+			}
+			v, app, _ := strings.Cut(v, "(")
+			if k, name, ok := strings.Cut(strings.TrimSuffix(app, ")"), "="); ok && trim(k) == "appName" {
+				q.Partition = trim(name)
+			}
+			if q.Limit, q.Remaining, ok = parseUsage(v); ok {
+				qs = append(qs, q)
+			}
+		}
 	}
 	return qs
 }

@@ -66,8 +66,8 @@ func TestParseRealWorld(t *testing.T) {
 				"x-ratelimit-reset-tokens", "6m0s",
 			),
 			quotas: []Quota{
-				{Name: "requests", Limit: 60, Remaining: 0, Reset: after(time.Second)},
-				{Name: "tokens", Limit: 150000, Remaining: 149984, Reset: after(6 * time.Minute)},
+				{Name: "requests", Limit: 60, Remaining: 0, Reset: after(time.Second), Unit: "requests"},
+				{Name: "tokens", Limit: 150000, Remaining: 149984, Reset: after(6 * time.Minute), Unit: "tokens"},
 			},
 			delay: time.Second,
 		},
@@ -80,8 +80,8 @@ func TestParseRealWorld(t *testing.T) {
 				"x-ratelimit-reset-tokens", "20ms",
 			),
 			quotas: []Quota{
-				{Name: "requests", Limit: -1, Remaining: 0, Reset: after(time.Hour + 2*time.Minute + 3500*time.Millisecond)},
-				{Name: "tokens", Limit: -1, Remaining: 0, Reset: after(20 * time.Millisecond)},
+				{Name: "requests", Limit: -1, Remaining: 0, Reset: after(time.Hour + 2*time.Minute + 3500*time.Millisecond), Unit: "requests"},
+				{Name: "tokens", Limit: -1, Remaining: 0, Reset: after(20 * time.Millisecond), Unit: "tokens"},
 			},
 			delay: time.Hour + 2*time.Minute + 3500*time.Millisecond,
 		},
@@ -94,8 +94,8 @@ func TestParseRealWorld(t *testing.T) {
 				"Retry-After", "2",
 			),
 			quotas: []Quota{
-				{Name: "requests", Limit: -1, Remaining: 0},
-				{Name: "tokens", Limit: -1, Remaining: 1000},
+				{Name: "requests", Limit: -1, Remaining: 0, Unit: "requests"},
+				{Name: "tokens", Limit: -1, Remaining: 1000, Unit: "tokens"},
 			},
 			retryAfter: 1500 * time.Millisecond, hasRetry: true,
 			delay: 1500 * time.Millisecond,
@@ -138,10 +138,10 @@ func TestParseRealWorld(t *testing.T) {
 				"retry-after", "30",
 			),
 			quotas: []Quota{
-				{Name: "input-tokens", Limit: 80000, Remaining: 0, Reset: after(30500 * time.Millisecond)},
-				{Name: "output-tokens", Limit: 20000, Remaining: 19000, Reset: now},
-				{Name: "requests", Limit: 50, Remaining: 49, Reset: after(time.Second)},
-				{Name: "tokens", Limit: 100000, Remaining: 0, Reset: after(30 * time.Second)},
+				{Name: "input-tokens", Limit: 80000, Remaining: 0, Reset: after(30500 * time.Millisecond), Unit: "tokens"},
+				{Name: "output-tokens", Limit: 20000, Remaining: 19000, Reset: now, Unit: "tokens"},
+				{Name: "requests", Limit: 50, Remaining: 49, Reset: after(time.Second), Unit: "requests"},
+				{Name: "tokens", Limit: 100000, Remaining: 0, Reset: after(30 * time.Second), Unit: "tokens"},
 			},
 			retryAfter: 30 * time.Second, hasRetry: true,
 			delay: 30500 * time.Millisecond,
@@ -263,8 +263,8 @@ func TestParseRealWorld(t *testing.T) {
 				"RateLimit", `"burst";r=50;t=30, "daily";r=0;t=3600`,
 			),
 			quotas: []Quota{
-				{Name: "burst", Limit: 100, Remaining: 50, Reset: after(30 * time.Second), Window: time.Minute},
-				{Name: "daily", Limit: 1000, Remaining: 0, Reset: after(time.Hour), Window: 24 * time.Hour},
+				{Name: "burst", Limit: 100, Remaining: 50, Reset: after(30 * time.Second), Window: time.Minute, Unit: "requests"},
+				{Name: "daily", Limit: 1000, Remaining: 0, Reset: after(time.Hour), Window: 24 * time.Hour, Unit: "requests"},
 			},
 			delay: time.Hour,
 		},
@@ -272,14 +272,14 @@ func TestParseRealWorld(t *testing.T) {
 			name: "IETF latest, tokens, partition keys, lines, unknown policy",
 			h: hdr(
 				"RateLimit-Policy", `day;q=1000;w=86400;pk=:Y2xpZW50:`,
-				"RateLimit-Policy", `"minute";q=10;w=60;qu="requests"`,
+				"RateLimit-Policy", `"minute";q=10;w=60;qu="concurrent-requests"`,
 				"RateLimit", `minute;r=0;t=10`,
-				"RateLimit", `"day";r=990;t=7200;pk=:Y2xpZW50:, "other";r=3`,
+				"RateLimit", `"day";r=990;t=7200;pk=:Y2xpZW50:, "other";r=3;pk=:b3RoZXI=:`,
 			),
 			quotas: []Quota{
-				{Name: "day", Limit: 1000, Remaining: 990, Reset: after(2 * time.Hour), Window: 24 * time.Hour},
-				{Name: "minute", Limit: 10, Remaining: 0, Reset: after(10 * time.Second), Window: time.Minute},
-				{Name: "other", Limit: -1, Remaining: 3},
+				{Name: "day", Limit: 1000, Remaining: 990, Reset: after(2 * time.Hour), Window: 24 * time.Hour, Unit: "requests", Partition: "client"},
+				{Name: "minute", Limit: 10, Remaining: 0, Reset: after(10 * time.Second), Window: time.Minute, Unit: "concurrent-requests"},
+				{Name: "other", Limit: -1, Remaining: 3, Partition: "other"},
 			},
 			delay: 10 * time.Second,
 		},
@@ -287,7 +287,7 @@ func TestParseRealWorld(t *testing.T) {
 			name: "IETF latest, policy only",
 			h:    hdr("RateLimit-Policy", `"default";q=100`),
 			quotas: []Quota{
-				{Name: "default", Limit: 100, Remaining: -1},
+				{Name: "default", Limit: 100, Remaining: -1, Unit: "requests"},
 			},
 		},
 		{
@@ -450,9 +450,9 @@ func TestParseRawKeys(t *testing.T) {
 	}
 	info := Parse(h, now)
 	assert.Equal(t, []Quota{
-		{Name: "p", Limit: 9, Remaining: -1},
+		{Name: "p", Limit: 9, Remaining: -1, Unit: "requests"},
 		{Limit: 100, Remaining: 0, Reset: after(30 * time.Second)},
-		{Name: "requests", Limit: -1, Remaining: 5},
+		{Name: "requests", Limit: -1, Remaining: 5, Unit: "requests"},
 	}, info.Quotas)
 	assert.Equal(t, 10*time.Second, info.RetryAfter)
 	assert.Equal(t, 30*time.Second, info.Delay(now))
@@ -523,7 +523,7 @@ func TestParseGarbage(t *testing.T) {
 		"Retry-After", "Tue, 32 Jan 2024 15:00:30 GMT",
 	)
 	info := Parse(h, now)
-	assert.Equal(t, []Quota{{Name: "x", Limit: -1, Remaining: -1}}, info.Quotas)
+	assert.Equal(t, []Quota{{Name: "x", Limit: -1, Remaining: -1, Unit: "requests"}}, info.Quotas)
 	assert.False(t, info.HasRetryAfter)
 	assert.Zero(t, info.Delay(now))
 }

@@ -35,6 +35,15 @@ const (
 // client that waits exactly that long loses no throughput; otherwise it is
 // the time until the limiter is full again.
 //
+// Since draft -10, t is the effective window: the seconds within which the
+// client can use no more than r, that is, until more quota is available,
+// not until all of it is. A denied decision's RetryAfter is exactly that.
+// An allowed decision does not say when its next permit comes (only
+// ResetAfter, by when every permit is back, which is also the next one for
+// a window limiter); a caller that knows, say from a TryAcquire(0) peek
+// after the grant, can put it in the allowed decision's RetryAfter and t
+// says it, while X-RateLimit-Reset keeps the time until full.
+//
 // The IETF policy carries no window (w): a Decision does not say how long
 // the limiter's window is, only when it is next full, and guessing would
 // tell clients a rate the limiter does not enforce.
@@ -45,8 +54,12 @@ func Write(h http.Header, d limiters.Decision, s Style) {
 	limit := int64(max(d.Limit, 0))
 	remaining := int64(max(d.Remaining, 0))
 	reset := ceilSeconds(d.ResetAfter)
+	more := reset // IETF t: until more quota is available
 	if !d.Allowed {
 		reset = max(ceilSeconds(d.RetryAfter), 1)
+		more = reset
+	} else if d.RetryAfter > 0 {
+		more = ceilSeconds(d.RetryAfter)
 	}
 
 	// Every value goes into one buffer and one string, sliced per field.
@@ -66,7 +79,7 @@ func Write(h http.Header, d limiters.Decision, s Style) {
 		b = append(b, `"default";r=`...)
 		b = strconv.AppendInt(b, remaining, 10)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, reset, 10)
+		b = strconv.AppendInt(b, more, 10)
 		ends[4] = len(b)
 	}
 	v := string(b)

@@ -55,6 +55,14 @@ func TestWrite(t *testing.T) {
 				"X-Ratelimit-Remaining": {"0"},
 				"X-Ratelimit-Reset":     {"5"},
 			}},
+		{"IETF t is the time until more quota when an allowed decision says it",
+			limiters.Decision{Allowed: true, Limit: 10, ResetAfter: 5 * time.Second, RetryAfter: 500 * time.Millisecond}, Both, http.Header{
+				"X-Ratelimit-Limit":     {"10"},
+				"X-Ratelimit-Remaining": {"0"},
+				"X-Ratelimit-Reset":     {"5"},
+				"Ratelimit-Policy":      {`"default";q=10`},
+				"Ratelimit":             {`"default";r=0;t=1`},
+			}},
 		{"denied with no RetryAfter still says 1",
 			limiters.Decision{Limit: 10}, 0, http.Header{"Retry-After": {"1"}}},
 		{"whole seconds are not rounded up",
@@ -103,7 +111,7 @@ func TestWriteRoundTrip(t *testing.T) {
 			Reset:     now.Add(time.Duration(reset) * time.Second),
 		}
 		wantIETF := want
-		wantIETF.Name = "default"
+		wantIETF.Name, wantIETF.Unit = "default", "requests"
 
 		for _, s := range []Style{0, Legacy, IETF, Both} {
 			h := http.Header{}

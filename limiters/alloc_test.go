@@ -34,25 +34,6 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	}
 }
 
-func TestHugeBurstPanicsInsteadOfOverflowing(t *testing.T) {
-	for name, f := range map[string]func(){
-		"TokenBucket": func() { NewTokenBucket(PerSecond(3), 1<<40) },
-		"GCRA":        func() { NewGCRA(PerSecond(3), 1<<40) },
-		"hourly":      func() { NewTokenBucket(Every(time.Hour), 1<<22) },
-		"LeakyBucket": func() { NewLeakyBucket(Every(time.Hour), 1<<22) },
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			f()
-		}()
-	}
-	NewTokenBucket(PerSecond(3), 1<<30).Close() // 11 years: fine
-}
-
 func TestSpecJSONRejectsUnknownFields(t *testing.T) {
 	var s Spec
 	err := s.UnmarshalJSON([]byte(`{"algorithm":"concurrency","limit":1,"queue_limt":5}`))

@@ -14,142 +14,47 @@ func mustRate(r Rate, ctor string) {
 	}
 }
 
-// mustFit panics when burst intervals span more than 2^61 ns (73 years):
-// such a limiter could not be represented exactly next to the clock.
-func mustFit(iv interval, burst int, ctor, name string) {
-	if int64(burst) > (1<<61)/(iv.ns+1) {
-		panic(fmt.Sprintf("limiters: %s: %s %d at this rate spans more than 73 years", ctor, name, burst))
-	}
-}
-
 func mustPositive(v int, ctor, name string) {
 	if v <= 0 {
 		panic(fmt.Sprintf("limiters: %s: %s must be positive, got %d", ctor, name, v))
 	}
 }
 
-// TokenBucket is the classic token bucket: it holds up to burst permits,
-// starts full, and refills continuously at its rate. Requests take permits
-// out; a request larger than what is in the bucket waits for the refill.
-//
-// Internally the bucket's content is kept as "credit": the time it would
-// take to refill it from empty, in exact fractional nanoseconds.
-type TokenBucket struct {
-	core
-	s tokenBucket
-}
-
-// bucket is what TokenBucket, GCRA and GCRAParams share: the exact
-// emission interval, the burst, and burst intervals (the credit of a full
-// bucket, the tolerance of GCRA).
+// bucket is the configuration of the one token-bucket arithmetic that
+// TokenBucket, GCRA and GCRAParams share: the exact emission interval, the
+// burst, and burst intervals (the time to refill an empty bucket, GCRA's
+// tolerance).
 type bucket struct {
 	iv    interval
 	burst int
 	tol   fine
 }
 
-// newBucket checks r and burst for ctor and builds their bucket.
-func newBucket(r Rate, burst int, ctor string) bucket {
-	mustRate(r, ctor)
-	mustPositive(burst, ctor, "burst")
+// newBucket builds the bucket of r and burst, saturating at the horizon: the
+// bucket holds at most the permits that refill within 2^60 ns (36 years),
+// and its interval is at most that long. r and burst must be positive.
+func newBucket(r Rate, burst int) bucket {
 	iv := newInterval(r)
-	mustFit(iv, burst, ctor, "burst")
+	burst = min(burst, iv.count(fine{ns: horizon})) // ≥ 1: iv ≤ horizon
 	return bucket{iv: iv, burst: burst, tol: iv.times(burst)}
 }
 
-type tokenBucket struct {
-	bucket
-	credit fine
-	last   int64
-}
-
-// NewTokenBucket returns a token bucket of capacity burst refilling at r.
-// It panics if r or burst is not positive.
-func NewTokenBucket(r Rate, burst int, opts ...Option) *TokenBucket {
-	tb := &TokenBucket{}
-	tb.s.bucket = newBucket(r, burst, "NewTokenBucket")
-	tb.s.credit = tb.s.tol
-	tb.s.last = monoNow()
-	tb.init(&tb.s, newConfig(-1, opts))
-	return tb
-}
-
-func (b *tokenBucket) now() int64 { return monoNow() }
-func (b *tokenBucket) limit() int { return b.burst }
-func (b *tokenBucket) refill(now int64) {
-	if now <= b.last {
-		return
-	}
-	dt := now - b.last
-	b.last = now
-	if dt >= b.tol.ns+2 { // credit ≥ 0, so the bucket has been full for ≥ 1ns
-		b.credit = b.tol
-		return
-	}
-	b.credit = b.capFull(b.iv.add(b.credit, fine{ns: dt}))
-}
-
-// capFull caps credit at a full bucket, except that a bucket that became full
-// less than a nanosecond ago (at a fractional instant the nanosecond clock
-// cannot show) keeps the fraction: a grant at the first nanosecond after a
-// due time such as 333333333⅓ ns counts from the exact due time, so waiting
-// at a rate like 3/s does not drift. GCRA's base makes the same choice.
-func (b *tokenBucket) capFull(credit fine) fine {
-	if less(credit, b.iv.add(b.tol, fine{ns: 1})) {
-		return credit
-	}
-	return b.tol
-}
-
-func (b *tokenBucket) wait(now int64, n int) int64 {
-	b.refill(now)
-	need := b.iv.times(n)
-	if !less(b.credit, need) {
-		return 0
-	}
-	return b.iv.sub(need, b.credit).ceil()
-}
-
-func (b *tokenBucket) take(now int64, n int) {
-	b.refill(now)
-	b.credit = b.iv.sub(b.credit, b.iv.times(n))
-}
-
-func (b *tokenBucket) refund(now int64, n int) {
-	b.refill(now)
-	b.credit = b.capFull(b.iv.add(b.credit, b.iv.times(n)))
-}
-
-func (b *tokenBucket) state(now int64, _ int) (int, int64) {
-	b.refill(now)
-	return min(b.iv.count(b.credit), b.burst), max(b.iv.sub(b.tol, b.credit).ceil(), 0)
-}
-
-func (b *tokenBucket) project(now int64, q *waiter, n int) int64 {
-	return projectCopy(*b, now, q, n)
-}
-
-// GCRA is the generic cell rate algorithm: a token bucket stored as a single
-// timestamp, the theoretical arrival time (TAT) of the next request. It
-// admits exactly what a TokenBucket with the same rate and burst admits, on
-// every trace, and is what the Redis repository stores.
-type GCRA struct {
-	core
-	s gcra
-}
-
+// gcra is the bucket arithmetic, stored as GCRA stores it: the theoretical
+// arrival time (TAT) of the next request. The bucket holds
+// (now + tol − TAT) / interval permits, capped at burst; a zero TAT, or any
+// TAT in the past, is a full bucket. TokenBucket uses it too (the classic
+// credit form survives as the test oracle that it must agree with).
 type gcra struct {
 	bucket
-	tat fine // zero, or any time past, is a full bucket
+	tat   fine
+	token bool // a TokenBucket: only the algorithm's name differs
 }
 
-// NewGCRA returns a GCRA limiter with rate r and burst. It panics if r or
-// burst is not positive.
-func NewGCRA(r Rate, burst int, opts ...Option) *GCRA {
-	g := &GCRA{}
-	g.s.bucket = newBucket(r, burst, "NewGCRA")
-	g.init(&g.s, newConfig(-1, opts))
-	return g
+func (g *gcra) algorithm() string {
+	if g.token {
+		return AlgTokenBucket
+	}
+	return AlgGCRA
 }
 
 func (g *gcra) now() int64 { return monoNow() }
@@ -159,7 +64,6 @@ func (g *gcra) limit() int { return g.burst }
 // (a fractional instant the nanosecond clock cannot show, such as a due time
 // of 333333333⅓ ns whose waiter wakes at 333333334) is kept: the grant counts
 // from the exact due time, so waiting at a rate like 3/s does not drift.
-// TokenBucket's capFull makes the same choice.
 func (g *gcra) base(now int64) fine {
 	if g.tat.ceil() < now {
 		return fine{ns: now}
@@ -181,25 +85,138 @@ func (g *gcra) take(now int64, n int) {
 	g.tat = g.iv.add(g.base(now), g.iv.times(n))
 }
 
-func (g *gcra) refund(now int64, n int) {
+func (g *gcra) refund(_ int64, n int) {
 	g.tat = g.iv.sub(g.tat, g.iv.times(n))
 }
 
-func (g *gcra) state(now int64, _ int) (int, int64) {
-	b := g.base(now)
-	free := g.iv.sub(g.iv.add(fine{ns: now}, g.tol), b)
-	return min(g.iv.count(free), g.burst), max(g.iv.sub(b, fine{ns: now}).ceil(), 0)
+// content is what the bucket holds at now, as the time it took to fill.
+func (g *gcra) content(now int64) fine {
+	return g.iv.sub(g.iv.add(fine{ns: now}, g.tol), g.base(now))
 }
 
-func (g *gcra) project(now int64, q *waiter, n int) int64 {
-	return projectCopy(*g, now, q, n)
+func (g *gcra) state(now int64, _ int) (int, int, int64) {
+	return g.burst, min(g.iv.count(g.content(now)), g.burst), max(g.iv.sub(g.base(now), fine{ns: now}).ceil(), 0)
+}
+
+func (g *gcra) project(now int64, ahead waiters, n int) int64 {
+	return projectCopy(*g, now, ahead, n)
+}
+
+// try is TryAcquire's arithmetic when nobody waits: it takes n permits if
+// they are there. n == 0 is a peek at one permit; n > burst is denied with
+// no RetryAfter.
+func (g *gcra) try(now int64, n int) (allowed bool, retry int64) {
+	switch {
+	case n > g.burst:
+		return false, 0
+	case n == 0:
+		retry = g.wait(now, 1)
+		return retry == 0, retry
+	}
+	if retry = g.wait(now, n); retry == 0 {
+		g.take(now, n)
+		return true, 0
+	}
+	return false, retry
+}
+
+// reconfigure switches to nb at now keeping what the bucket holds: whole
+// permits exactly, a partial one in proportion to the new interval, all
+// capped by the new burst.
+func (g *gcra) reconfigure(now int64, nb bucket) {
+	held := g.content(now)
+	if nb.iv != g.iv {
+		k := g.iv.count(held)
+		part := g.iv.sub(held, g.iv.times(k)).ns // under one old interval
+		if k >= nb.burst {
+			held = nb.tol
+		} else {
+			scaled := int64(float64(part) * nb.iv.float() / g.iv.float())
+			held = nb.iv.add(nb.iv.times(k), fine{ns: min(scaled, nb.iv.ns)})
+		}
+	}
+	if less(nb.tol, held) {
+		held = nb.tol
+	}
+	g.bucket = nb
+	g.tat = nb.iv.sub(nb.iv.add(fine{ns: now}, nb.tol), held)
+}
+
+// bucketLimiter is the limiter TokenBucket and GCRA both are.
+type bucketLimiter struct {
+	core
+	s gcra
+}
+
+func (b *bucketLimiter) init(r Rate, burst int, token bool, ctor string, opts []Option) {
+	mustRate(r, ctor)
+	mustPositive(burst, ctor, "burst")
+	b.s = gcra{bucket: newBucket(r, burst), token: token}
+	b.core.init(&b.s, newConfig(-1, opts))
+}
+
+// TokenBucket is the classic token bucket: it holds up to burst permits,
+// starts full, and refills continuously at its rate. Requests take permits
+// out; a request larger than what is in the bucket waits for the refill.
+//
+// Internally it is GCRA's arithmetic (one timestamp, in exact fractional
+// nanoseconds), so TokenBucket and GCRA make identical decisions on every
+// trace. A burst that would take more than 2^60 ns (36 years) to refill
+// saturates there: the bucket then holds what refills in that time.
+type TokenBucket struct{ bucketLimiter }
+
+// NewTokenBucket returns a token bucket of capacity burst refilling at r.
+// It panics if r or burst is not positive.
+func NewTokenBucket(r Rate, burst int, opts ...Option) *TokenBucket {
+	tb := &TokenBucket{}
+	tb.init(r, burst, true, "NewTokenBucket", opts)
+	return tb
+}
+
+// GCRA is the generic cell rate algorithm: a token bucket stored as a single
+// timestamp, the theoretical arrival time (TAT) of the next request. It
+// admits exactly what a TokenBucket with the same rate and burst admits, on
+// every trace, and saturates as TokenBucket does.
+type GCRA struct{ bucketLimiter }
+
+// NewGCRA returns a GCRA limiter with rate r and burst. It panics if r or
+// burst is not positive.
+func NewGCRA(r Rate, burst int, opts ...Option) *GCRA {
+	g := &GCRA{}
+	g.init(r, burst, false, "NewGCRA", opts)
+	return g
+}
+
+// TryAcquire takes n permits now or not at all; see Limiter. This is the
+// hot path of every server: the arithmetic is called directly, not through
+// the algo interface, so the compiler can inline it.
+func (b *bucketLimiter) TryAcquire(n int) Decision {
+	checkN(n)
+	t := monoNow()
+	b.mu.Lock()
+	if b.closed || b.head() != nil {
+		b.mu.Unlock()
+		return b.core.TryAcquire(n)
+	}
+	now := b.clock(t)
+	allowed, retry := b.s.try(now, n)
+	if allowed {
+		b.acquired += int64(n)
+	} else {
+		b.rejected += int64(n)
+	}
+	lim, rem, reset := b.s.state(now, 0)
+	b.mu.Unlock()
+	return Decision{Allowed: allowed, Limit: lim, Remaining: rem,
+		ResetAfter: time.Duration(reset), RetryAfter: time.Duration(retry)}
 }
 
 // LeakyBucket is a shaper: it grants permits spaced evenly at its rate and
 // never bursts. A grant of n permits occupies n emission intervals, so the
 // next grant comes n intervals later. At most capacity permits wait (the
 // default queue limit), and capacity is the Limit a Decision advertises;
-// Remaining is the free room in the queue.
+// Remaining is the free room in the queue. A capacity that would take more
+// than 2^60 ns (36 years) to emit saturates there.
 //
 // TryAcquire succeeds only when the bucket is idle: when nobody waits and the
 // previous grant's intervals have passed.
@@ -210,7 +227,7 @@ type LeakyBucket struct {
 
 type leakyBucket struct {
 	iv       interval
-	capacity int
+	capacity int  // saturated: capacity intervals fit in the horizon
 	next     fine // when the next grant may be emitted
 }
 
@@ -220,16 +237,19 @@ func NewLeakyBucket(r Rate, capacity int, opts ...Option) *LeakyBucket {
 	mustRate(r, "NewLeakyBucket")
 	mustPositive(capacity, "NewLeakyBucket", "capacity")
 	lb := &LeakyBucket{}
-	lb.s.iv = newInterval(r)
-	mustFit(lb.s.iv, capacity, "NewLeakyBucket", "capacity")
-	lb.s.capacity = capacity
+	lb.s.set(newInterval(r), capacity)
 	lb.s.next = fine{ns: monoNow()}
-	lb.init(&lb.s, newConfig(capacity, opts))
+	lb.init(&lb.s, newConfig(lb.s.capacity, opts))
 	return lb
 }
 
-func (l *leakyBucket) now() int64 { return monoNow() }
-func (l *leakyBucket) limit() int { return l.capacity }
+func (l *leakyBucket) set(iv interval, capacity int) {
+	l.iv, l.capacity = iv, min(capacity, iv.count(fine{ns: horizon}))
+}
+
+func (l *leakyBucket) algorithm() string { return AlgLeakyBucket }
+func (l *leakyBucket) now() int64        { return monoNow() }
+func (l *leakyBucket) limit() int        { return l.capacity }
 
 func (l *leakyBucket) wait(now int64, n int) int64 {
 	if less(fine{ns: now}, l.next) {
@@ -248,72 +268,41 @@ func (l *leakyBucket) take(now int64, n int) {
 	l.next = l.iv.add(base, l.iv.times(n))
 }
 
-func (l *leakyBucket) refund(now int64, n int) {
+func (l *leakyBucket) refund(_ int64, n int) {
 	l.next = l.iv.sub(l.next, l.iv.times(n))
 }
 
-func (l *leakyBucket) state(now int64, queued int) (int, int64) {
+func (l *leakyBucket) state(now int64, queued int) (int, int, int64) {
 	busy := int64(0)
 	if less(fine{ns: now}, l.next) {
 		busy = l.iv.sub(l.next, fine{ns: now}).ceil()
 	}
-	busy += l.iv.times(queued).ceil()
-	return max(l.capacity-queued, 0), busy
-}
+	if queued >= 0 && queued <= l.capacity { // < 0: the count overflowed
 
-func (l *leakyBucket) project(now int64, q *waiter, n int) int64 {
-	return projectCopy(*l, now, q, n)
-}
-
-// TryAcquire takes n permits now or not at all; see Limiter. This is the
-// hot path of every server: the algorithm is called directly, not through
-// the algo interface, so the compiler can inline it.
-func (tb *TokenBucket) TryAcquire(n int) Decision {
-	if n <= 0 || n > tb.s.burst {
-		return tb.core.TryAcquire(n)
-	}
-	t := monoNow()
-	tb.mu.Lock()
-	if tb.closed || (tb.q != nil && tb.q.head != nil) {
-		tb.mu.Unlock()
-		return tb.core.TryAcquire(n)
-	}
-	now := tb.clock(t)
-	retry := tb.s.wait(now, n)
-	if retry == 0 {
-		tb.s.take(now, n)
-		tb.acquired += int64(n)
+		busy += l.iv.times(queued).ceil()
 	} else {
-		tb.rejected += int64(n)
+		busy += horizon // saturated: the queue outlasts the clock's range
 	}
-	rem, reset := tb.s.state(now, 0)
-	tb.mu.Unlock()
-	return Decision{Allowed: retry == 0, Limit: tb.s.burst, Remaining: rem,
-		ResetAfter: time.Duration(reset), RetryAfter: time.Duration(retry)}
+	return l.capacity, max(l.capacity-queued, 0), busy
 }
 
-// TryAcquire takes n permits now or not at all; see Limiter and
-// TokenBucket.TryAcquire.
-func (g *GCRA) TryAcquire(n int) Decision {
-	if n <= 0 || n > g.s.burst {
-		return g.core.TryAcquire(n)
+func (l *leakyBucket) project(now int64, ahead waiters, n int) int64 {
+	return projectCopy(*l, now, ahead, n)
+}
+
+// reconfigure switches to iv and capacity at now. A grant still occupying
+// its intervals keeps occupying as many whole intervals (rounded up) at the
+// new rate.
+func (l *leakyBucket) reconfigure(now int64, iv interval, capacity int) {
+	if iv != l.iv && less(fine{ns: now}, l.next) {
+		busy := l.iv.sub(l.next, fine{ns: now})
+		k := l.iv.count(busy)
+		if less(l.iv.times(k), busy) {
+			k++
+		}
+		l.set(iv, capacity)
+		l.next = iv.add(fine{ns: now}, iv.times(min(k, l.capacity)))
+		return
 	}
-	t := monoNow()
-	g.mu.Lock()
-	if g.closed || (g.q != nil && g.q.head != nil) {
-		g.mu.Unlock()
-		return g.core.TryAcquire(n)
-	}
-	now := g.clock(t)
-	retry := g.s.wait(now, n)
-	if retry == 0 {
-		g.s.take(now, n)
-		g.acquired += int64(n)
-	} else {
-		g.rejected += int64(n)
-	}
-	rem, reset := g.s.state(now, 0)
-	g.mu.Unlock()
-	return Decision{Allowed: retry == 0, Limit: g.s.burst, Remaining: rem,
-		ResetAfter: time.Duration(reset), RetryAfter: time.Duration(retry)}
+	l.set(iv, capacity)
 }

@@ -1,14 +1,14 @@
 package limiters
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"math"
 )
 
-// ChainLimiter is what Chain returns: a limiter that admits a request only
+// chainLimiter is what Chain returns: a limiter that admits a request only
 // when every member admits it, taking from all of them at once or from none.
-type ChainLimiter struct {
+type chainLimiter struct {
 	core
 	s chain
 }
@@ -16,7 +16,6 @@ type ChainLimiter struct {
 type chain struct {
 	members []*core
 	owned   []Limiter // the members as given, for Release and Close
-	adv     int       // the Limit to advertise: that of the member with least Remaining
 }
 
 // base gives Chain access to the shared core of this package's limiters.
@@ -40,7 +39,7 @@ func Chain(ls ...Limiter) Limiter {
 	if len(ls) == 0 {
 		panic("limiters: Chain needs at least one limiter")
 	}
-	ch := &ChainLimiter{}
+	ch := &chainLimiter{}
 	for i, l := range ls {
 		b, ok := l.(based)
 		if !ok || b == nil {
@@ -52,9 +51,7 @@ func Chain(ls ...Limiter) Limiter {
 	ch.init(&ch.s, newConfig(-1, nil))
 	for _, m := range ch.s.members {
 		m.mu.Lock()
-		cfg := *m.cfg
-		cfg.parent = &ch.core
-		m.cfg = &cfg
+		m.parent = &ch.core
 		m.mu.Unlock()
 	}
 	return ch
@@ -62,7 +59,7 @@ func Chain(ls ...Limiter) Limiter {
 
 // Release gives n permits back to every member (only Concurrency members
 // hold any).
-func (ch *ChainLimiter) Release(n int) {
+func (ch *chainLimiter) Release(n int) {
 	checkN(n)
 	for _, m := range ch.s.owned {
 		m.Release(n)
@@ -70,18 +67,12 @@ func (ch *ChainLimiter) Release(n int) {
 }
 
 // Close fails the chain's waiters with ErrClosed and closes every member.
-func (ch *ChainLimiter) Close() error {
+func (ch *chainLimiter) Close() error {
 	err := ch.core.Close()
 	for _, m := range ch.s.owned {
 		err = errors.Join(err, m.Close())
 	}
 	return err
-}
-
-// Acquire waits, in arrival order, until every member can grant n permits,
-// then takes them from all at once. See Limiter.
-func (ch *ChainLimiter) Acquire(ctx context.Context, n int) error {
-	return ch.core.Acquire(ctx, n)
 }
 
 func (c *chain) lock() {
@@ -96,9 +87,12 @@ func (c *chain) unlock() {
 	}
 }
 
-func (c *chain) now() int64 { return 0 }
+func (c *chain) algorithm() string { return "chain" }
+func (c *chain) now() int64        { return 0 }
 
 func (c *chain) limit() int {
+	c.lock()
+	defer c.unlock()
 	lim := c.members[0].alg.limit()
 	for _, m := range c.members[1:] {
 		lim = min(lim, m.alg.limit())
@@ -115,10 +109,10 @@ func (c *chain) wait(_ int64, n int) int64 {
 	for _, m := range c.members {
 		var w int64
 		switch now := m.alg.now(); {
-		case m.closed:
+		case m.closed, n > m.alg.limit(): // a member's limit may have been lowered
 			w = never
 		case m.head() != nil:
-			w = max(m.alg.project(now, m.head(), n), 1)
+			w = max(m.alg.project(now, m.ahead(math.MinInt), n), 1)
 		default:
 			w = m.alg.wait(now, n)
 		}
@@ -145,35 +139,28 @@ func (c *chain) refund(_ int64, n int) {
 	c.unlock()
 }
 
-func (c *chain) state(_ int64, _ int) (int, int64) {
+// state reports the smallest Remaining with its member's Limit, and the
+// largest ResetAfter.
+func (c *chain) state(_ int64, _ int) (int, int, int64) {
 	c.lock()
 	defer c.unlock()
-	rem, reset := -1, int64(0)
+	lim, rem, reset := 0, -1, int64(0)
 	for _, m := range c.members {
-		r, t := m.alg.state(m.alg.now(), m.queuedPermits())
+		l, r, t := m.alg.state(m.alg.now(), m.queuedPermits())
 		if rem < 0 || r < rem {
-			rem, c.adv = r, m.alg.limit()
+			lim, rem = l, r
 		}
 		reset = max(reset, t)
 	}
-	return rem, reset
+	return lim, rem, reset
 }
 
-func (c *chain) project(_ int64, q *waiter, n int) int64 {
+func (c *chain) project(_ int64, ahead waiters, n int) int64 {
 	c.lock()
 	defer c.unlock()
 	var d int64
 	for _, m := range c.members {
-		d = max(d, m.alg.project(m.alg.now(), q, n))
+		d = max(d, m.alg.project(m.alg.now(), ahead, n))
 	}
 	return d
-}
-
-// advertised is the Limit a Decision reports: for a chain, the Limit of the
-// member with the smallest Remaining at the last state call.
-func (c *core) advertised(lim int) int {
-	if ch, ok := c.alg.(*chain); ok {
-		return ch.adv
-	}
-	return lim
 }

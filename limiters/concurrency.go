@@ -26,11 +26,12 @@ func NewConcurrency(max int, opts ...Option) *Concurrency {
 	return c
 }
 
-func (c *concurrency) now() int64 { return 0 }
-func (c *concurrency) limit() int { return c.max }
+func (c *concurrency) algorithm() string { return AlgConcurrency }
+func (c *concurrency) now() int64        { return 0 }
+func (c *concurrency) limit() int        { return c.max }
 
 func (c *concurrency) wait(_ int64, n int) int64 {
-	if c.inUse+n <= c.max {
+	if n <= c.max-c.inUse {
 		return 0
 	}
 	return never
@@ -39,10 +40,10 @@ func (c *concurrency) wait(_ int64, n int) int64 {
 func (c *concurrency) take(_ int64, n int)   { c.inUse += n }
 func (c *concurrency) refund(_ int64, n int) { c.inUse -= n }
 
-func (c *concurrency) state(int64, int) (int, int64) { return c.max - c.inUse, 0 }
+func (c *concurrency) state(int64, int) (int, int, int64) { return c.max, max(c.max-c.inUse, 0), 0 }
 
-func (c *concurrency) project(now int64, q *waiter, n int) int64 {
-	if q != nil {
+func (c *concurrency) project(now int64, ahead waiters, n int) int64 {
+	if ahead.first != nil {
 		return never
 	}
 	return c.wait(now, n)
@@ -50,22 +51,13 @@ func (c *concurrency) project(now int64, q *waiter, n int) int64 {
 
 var errOverRelease = errors.New("limiters: Concurrency: released more permits than held")
 
-func (c *concurrency) release(n int) error {
-	if n > c.inUse {
-		c.inUse = 0
-		return errOverRelease
-	}
-	c.inUse -= n
-	return nil
-}
-
 // TryAcquire takes n permits now or not at all; see Limiter. It is the
 // semaphore's fast path: no clock, no projection.
 func (c *Concurrency) TryAcquire(n int) Decision {
 	if n > 0 {
 		c.mu.Lock()
-		if !c.closed && (c.q == nil || c.q.head == nil) {
-			if c.s.inUse+n <= c.s.max {
+		if !c.closed && c.head() == nil {
+			if n <= c.s.max-c.s.inUse {
 				c.s.inUse += n
 				c.acquired += int64(n)
 				d := Decision{Allowed: true, Limit: c.s.max, Remaining: c.s.max - c.s.inUse}
@@ -96,12 +88,10 @@ func (c *Concurrency) Release(n int) {
 		panic(errOverRelease)
 	}
 	c.s.inUse -= n
-	if c.q != nil && c.q.head != nil {
+	if c.head() != nil {
 		c.dispatch(0)
 	}
-	p := c.cfg.parent
+	p := c.parent
 	c.mu.Unlock()
-	if p != nil {
-		p.wake()
-	}
+	p.wake()
 }

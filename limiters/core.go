@@ -6,15 +6,19 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/throttlekit/throttle/internal/waitq"
 )
 
 // algo is one algorithm's arithmetic: pure functions of its state and the
 // time, with no locking, no goroutines and no timers. core serializes calls.
 type algo interface {
+	// algorithm is the algorithm's name, as a Spec writes it ("gcra"): what
+	// a *RejectedError names when the limiter has no WithName.
+	algorithm() string
 	// now reads the clock the algorithm counts in (nanoseconds).
 	now() int64
-	// limit is the most permits one request may ask for, and the capacity a
-	// Decision advertises.
+	// limit is the most permits one request may ask for.
 	limit() int
 	// wait is 0 when n permits can be taken at now; otherwise the delay until
 	// they could be, or never when time alone will not do it.
@@ -23,64 +27,60 @@ type algo interface {
 	take(now int64, n int)
 	// refund gives back n permits taken by a grant its caller abandoned.
 	refund(now int64, n int)
-	// state reports the permits free at now and the time until the limiter
-	// is fully replenished. queued is the number of permits waiting.
-	state(now int64, queued int) (remaining int, resetAfter int64)
+	// state reports the capacity a Decision advertises, the permits free at
+	// now and the time until the limiter is fully replenished. queued is
+	// the number of permits waiting.
+	state(now int64, queued int) (lim, remaining int, resetAfter int64)
 	// project is the delay until n permits could be granted to a request
-	// that queues behind every waiter from q on.
-	project(now int64, q *waiter, n int) int64
+	// that queues behind the waiters ahead.
+	project(now int64, ahead waiters, n int) int64
 }
 
-// releaser is implemented by algorithms that hold permits (Concurrency).
-type releaser interface {
-	release(n int) error
+// waiter is one blocked Acquire call.
+type waiter = waitq.Waiter
+
+// queue is the wait queue of blocked Acquire calls and the single timer
+// that wakes its head. It is allocated the first time anyone waits.
+type queue struct {
+	waitq.Queue
+	timer *time.Timer
+	due   int64 // when the timer is due, in the algorithm's clock; 0: not armed
 }
 
-// waiter is one blocked Acquire call. ready is closed when it is granted
-// (err == nil) or failed (err != nil).
-type waiter struct {
-	n          int
-	ready      chan struct{}
-	err        error
-	prev, next *waiter
-}
+// waiters is a run of queued waiters, from first to last inclusive; the
+// zero value is no waiters.
+type waiters struct{ first, last *waiter }
 
-// waitq is the FIFO of blocked Acquire calls and the single timer that wakes
-// its head. It is allocated the first time anyone waits.
-type waitq struct {
-	head, tail *waiter
-	len        int
-	permits    int
-	timer      *time.Timer
-	due        int64 // when the timer is due, in the algorithm's clock; 0: not armed
-}
-
-func (q *waitq) push(w *waiter) {
-	w.prev = q.tail
-	if q.tail != nil {
-		q.tail.next = w
-	} else {
-		q.head = w
+// all yields the waiters in the run, first to last.
+func (r waiters) all(yield func(*waiter) bool) {
+	for w := r.first; w != nil; w = w.Next() {
+		if !yield(w) || w == r.last {
+			return
+		}
 	}
-	q.tail = w
-	q.len++
-	q.permits += w.n
 }
 
-func (q *waitq) remove(w *waiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		q.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		q.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
-	q.len--
-	q.permits -= w.n
+// priorityKey is the context key of WithPriority.
+type priorityKey struct{}
+
+// WithPriority returns a context whose Acquire calls wait at priority p:
+// in a limiter's queue, a waiter of higher priority goes before every
+// waiter of lower priority, and equal priorities keep arrival order. The
+// default is 0, and negative priorities wait behind it.
+//
+// Low priority delays a request but never starves it: a waiter yields its
+// place to at most 64 later arrivals of higher priority, then keeps it
+// against everyone. A deadline is checked against the waiters a request
+// would queue behind. TryAcquire still fails while anyone waits, whatever
+// their priority.
+func WithPriority(ctx context.Context, p int) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+// priority is the priority WithPriority put in ctx, or 0.
+func priority(ctx context.Context) int {
+	p, _ := ctx.Value(priorityKey{}).(int)
+	return p
 }
 
 // core is the part every limiter shares: the lock, the counters, the FIFO
@@ -88,8 +88,9 @@ func (q *waitq) remove(w *waiter) {
 type core struct {
 	mu       sync.Mutex // guards everything below and the algorithm's state
 	alg      algo
-	cfg      *config
-	q        *waitq
+	cfg      *config // immutable: changed only by replacing it (setQueueLimit)
+	q        *queue
+	parent   *core // the Chain this limiter is a member of, told when permits come back
 	closed   bool
 	acquired int64
 	rejected int64
@@ -118,14 +119,36 @@ func (c *core) head() *waiter {
 	if c.q == nil {
 		return nil
 	}
-	return c.q.head
+	return c.q.Head()
+}
+
+// ahead is the run of waiters a newcomer of priority p would queue behind.
+// c.mu must be held.
+func (c *core) ahead(p int) waiters {
+	if c.q == nil {
+		return waiters{}
+	}
+	last := c.q.Behind(p)
+	if last == nil {
+		return waiters{}
+	}
+	return waiters{c.q.Head(), last}
 }
 
 func (c *core) queuedPermits() int {
 	if c.q == nil {
 		return 0
 	}
-	return c.q.permits
+	return c.q.Permits()
+}
+
+// name is what a *RejectedError calls this limiter: its WithName, else its
+// algorithm. c.mu must be held.
+func (c *core) name() string {
+	if c.cfg.name != "" {
+		return c.cfg.name
+	}
+	return c.alg.algorithm()
 }
 
 func checkN(n int) {
@@ -143,20 +166,19 @@ func (c *core) TryAcquire(n int) Decision {
 	t := c.alg.now() // read the clock outside the lock
 	c.mu.Lock()
 	now := c.clock(t)
-	lim := c.alg.limit()
 	head := c.head()
 	var retry int64
 	allowed := false
 	switch {
 	case c.closed:
-	case n > lim:
+	case n > c.alg.limit():
 	case n == 0 && head == nil:
 		retry = c.alg.wait(now, 1)
 		allowed = retry == 0
 	case n == 0:
-		retry = c.alg.project(now, head, 1)
+		retry = c.alg.project(now, c.ahead(0), 1)
 	case head != nil:
-		retry = c.alg.project(now, head, n)
+		retry = c.alg.project(now, c.ahead(0), n)
 	default:
 		retry = c.alg.wait(now, n)
 		if retry == 0 {
@@ -168,8 +190,7 @@ func (c *core) TryAcquire(n int) Decision {
 	if !allowed {
 		c.rejected += int64(n)
 	}
-	rem, reset := c.alg.state(now, c.queuedPermits())
-	lim = c.advertised(lim)
+	lim, rem, reset := c.alg.state(now, c.queuedPermits())
 	c.mu.Unlock()
 	if allowed || retry == never {
 		retry = 0
@@ -183,12 +204,14 @@ func (c *core) TryAcquire(n int) Decision {
 	}
 }
 
-// Acquire waits, in arrival order, until n permits are granted. It returns
-// early with ctx's error, with ErrQueueFull, with ErrClosed, with
-// ErrExceedsLimit when n is more than the limiter ever grants at once, or
-// with a *RejectedError when ctx's deadline would pass before its turn (the
-// turn counts every waiter ahead). An already-cancelled ctx returns its
-// error even when permits are free.
+// Acquire waits, in arrival order within its priority (WithPriority), until
+// n permits are granted. It returns early with ctx's error, with
+// ErrQueueFull, with ErrClosed, with ErrExceedsLimit when n is more than the
+// limiter ever grants at once, or with a *RejectedError when ctx's deadline
+// would pass before its turn (the turn counts the waiters it would queue
+// behind; the error then also matches context.DeadlineExceeded). An already-cancelled ctx returns its error even
+// when permits are free, and a ctx that ends while it waits returns ctx's
+// error holding nothing, even if the grant came at that very moment.
 func (c *core) Acquire(ctx context.Context, n int) error {
 	checkN(n)
 	if err := ctx.Err(); err != nil {
@@ -217,59 +240,50 @@ func (c *core) Acquire(ctx context.Context, n int) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if ql := c.cfg.queueLimit; ql >= 0 && c.queuedPermits()+n > ql {
+	if c.q == nil {
+		c.q = new(queue)
+	}
+	if !c.q.Fits(n, c.cfg.queueLimit) {
 		c.rejected += int64(n)
 		c.mu.Unlock()
 		return ErrQueueFull
 	}
+	p := priority(ctx)
 	if dl, ok := ctx.Deadline(); ok {
-		d := c.alg.project(now, head, n)
+		d := c.alg.project(now, c.ahead(p), n)
 		if d != never && time.Duration(d) > time.Until(dl) {
 			c.rejected += int64(n)
+			err := &RejectedError{Limiter: c.name(), RetryAfter: time.Duration(d),
+				Reason: "would wait past the context deadline", Cause: context.DeadlineExceeded}
 			c.mu.Unlock()
-			return &RejectedError{Limiter: c.cfg.name, RetryAfter: time.Duration(d), Reason: "would wait past the context deadline"}
+			return err
 		}
 	}
-	if c.q == nil {
-		c.q = new(waitq)
-	}
-	w := &waiter{n: n, ready: make(chan struct{})}
-	c.q.push(w)
-	if c.q.head == w {
+	return c.wait(ctx, now, waitq.NewWaiter(n, p))
+}
+
+// wait queues w and blocks until it is granted, failed, or ctx ends.
+// c.mu must be held; wait unlocks it.
+func (c *core) wait(ctx context.Context, now int64, w *waiter) error {
+	c.q.Push(w)
+	if c.q.Head() == w {
 		c.dispatch(now)
 	}
 	c.mu.Unlock()
-
-	select {
-	case <-w.ready:
-		return w.err
-	case <-ctx.Done():
-	}
-	c.mu.Lock()
-	select {
-	case <-w.ready:
-		if w.err != nil {
-			c.mu.Unlock()
-			return w.err
+	var parent *core
+	err := c.q.Wait(ctx, &c.mu, w, func(granted, wasHead bool) {
+		now := c.clock(c.alg.now())
+		if granted { // as we gave up: give the permits back
+			c.alg.refund(now, w.N)
+			c.acquired -= int64(w.N)
 		}
-		// Granted as we gave up: give the permits back and let the next go.
-		now = c.clock(c.alg.now())
-		c.alg.refund(now, n)
-		c.acquired -= int64(n)
-		if c.head() != nil {
+		if granted || wasHead { // let the next go
 			c.dispatch(now)
 		}
-	default:
-		wasHead := c.q.head == w
-		c.q.remove(w)
-		if wasHead {
-			c.dispatch(c.clock(c.alg.now()))
-		}
-	}
-	p := c.cfg.parent
-	c.mu.Unlock()
-	p.wake()
-	return ctx.Err()
+		parent = c.parent
+	})
+	parent.wake() // nil unless ctx ended: permits may have come back
+	return err
 }
 
 // dispatch grants waiters from the head of the queue while the algorithm
@@ -282,26 +296,30 @@ func (c *core) dispatch(now int64) {
 	if q.due != 0 && q.due < now {
 		t = q.due
 	}
-	for q.head != nil {
-		w := q.head
-		d := c.alg.wait(t, w.n)
+	for q.Head() != nil {
+		w := q.Head()
+		if w.N > c.alg.limit() { // a Chain's member lowered its limit
+			c.rejected += int64(w.N)
+			q.Fail(w, ErrExceedsLimit)
+			continue
+		}
+		d := c.alg.wait(t, w.N)
 		if d == never {
 			q.stop()
 			return
 		}
 		if d != 0 {
-			if t+d > now {
-				c.arm(t + d - now)
-				q.due = t + d
+			if late := now - t; d > late {
+				c.arm(d - late)
+				q.due = satAdd(t, d)
 				return
 			}
 			t += d // fell due while the waker was late
 			continue
 		}
-		c.alg.take(t, w.n)
-		c.acquired += int64(w.n)
-		q.remove(w)
-		close(w.ready)
+		c.alg.take(t, w.N)
+		c.acquired += int64(w.N)
+		q.Grant(w)
 	}
 	q.stop()
 }
@@ -314,7 +332,7 @@ func (c *core) arm(d int64) {
 	c.q.timer.Reset(time.Duration(d))
 }
 
-func (q *waitq) stop() {
+func (q *queue) stop() {
 	q.due = 0
 	if q.timer != nil {
 		q.timer.Stop()
@@ -337,44 +355,23 @@ func (c *core) wake() {
 	}
 	// Pass it up even with no waiters here: a Chain nested in a Chain has
 	// no waiters of its own, and its parent's waiters need the news.
-	p := c.cfg.parent
+	p := c.parent
 	c.mu.Unlock()
 	p.wake()
 }
 
-// Release gives back n permits. Only Concurrency holds permits; the rate
-// limiters ignore it.
-func (c *core) Release(n int) {
-	checkN(n)
-	r, ok := c.alg.(releaser)
-	if !ok || n == 0 {
-		return
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	err := r.release(n)
-	if c.head() != nil {
-		c.dispatch(c.clock(c.alg.now()))
-	}
-	p := c.cfg.parent
-	c.mu.Unlock()
-	if err != nil {
-		panic(err)
-	}
-	p.wake()
-}
+// Release gives back n permits. Only Concurrency holds permits (it, and
+// Chain, override this); the rate limiters ignore it.
+func (c *core) Release(n int) { checkN(n) }
 
 // Stats reports cumulative counters and the current state.
 func (c *core) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rem, _ := c.alg.state(c.clock(c.alg.now()), c.queuedPermits())
+	_, rem, _ := c.alg.state(c.clock(c.alg.now()), c.queuedPermits())
 	s := Stats{Acquired: c.acquired, Rejected: c.rejected, Available: rem}
 	if c.q != nil {
-		s.Queued = c.q.len
+		s.Queued = c.q.Len()
 	}
 	return s
 }
@@ -390,12 +387,8 @@ func (c *core) Close() error {
 	}
 	c.closed = true
 	if c.q != nil {
-		for w := c.q.head; w != nil; {
-			next := w.next
-			w.err = ErrClosed
-			c.q.remove(w)
-			close(w.ready)
-			w = next
+		for w := c.q.Head(); w != nil; w = c.q.Head() {
+			c.q.Fail(w, ErrClosed)
 		}
 		c.q.stop()
 	}
@@ -404,30 +397,42 @@ func (c *core) Close() error {
 
 // stepper is what projectCopy needs of an algorithm whose state is a value.
 type stepper interface {
+	limit() int
 	wait(now int64, n int) int64
 	take(now int64, n int)
 }
 
-// projectCopy runs the queue from q on against a copy of the algorithm's
-// state, granting each waiter at its due time, and returns the delay until n
-// more permits could be granted.
+// projectCopy runs the waiters ahead against a copy of the algorithm's
+// state, granting each at its due time, and returns the delay until n more
+// permits could be granted (never if that is beyond the clock's range).
 func projectCopy[S any, P interface {
 	*S
 	stepper
-}](s S, now int64, q *waiter, n int) int64 {
+}](s S, now int64, ahead waiters, n int) int64 {
 	p := P(&s)
 	t := now
-	for w := q; w != nil; w = w.next {
-		d := p.wait(t, w.n)
-		if d == never {
+	for w := range ahead.all {
+		if w.N > p.limit() { // a Chain's waiter, above a member's lowered limit
+			return never
+		}
+		d := p.wait(t, w.N)
+		if d >= never-t {
 			return never
 		}
 		t += d
-		p.take(t, w.n)
+		p.take(t, w.N)
 	}
 	d := p.wait(t, n)
-	if d == never {
+	if d >= never-t {
 		return never
 	}
 	return t + d - now
+}
+
+// satAdd returns a+b for b ≥ 0, saturating at MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

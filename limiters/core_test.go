@@ -11,7 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
+	"github.com/throttlekit/throttle/internal/racectx"
 	"github.com/throttlekit/throttle/limiters"
 )
 
@@ -498,24 +500,6 @@ func TestDeadlineFailFast(t *testing.T) {
 	}
 }
 
-func TestRejectedErrorCarriesName(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := limiters.NewTokenBucket(limiters.PerMinute(1), 1, limiters.WithName("api"))
-		defer l.Close()
-		require.True(t, l.TryAcquire(1).Allowed)
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		defer cancel()
-		err := l.Acquire(ctx, 1)
-		var rej *limiters.RejectedError
-		require.ErrorAs(t, err, &rej)
-		assert.Equal(t, "api", rej.Limiter)
-		assert.Equal(t, time.Minute, rej.RetryAfter)
-		assert.Contains(t, err.Error(), "api")
-		wrapped := errors.Join(errors.New("outer"), err)
-		assert.ErrorIs(t, wrapped, limiters.ErrRateLimited)
-	})
-}
-
 func TestStats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiters.NewTokenBucket(limiters.PerSecond(1), 3)
@@ -590,4 +574,79 @@ func TestConcurrentUseLosesNothing(t *testing.T) {
 		assert.Equal(t, limiters.Stats{Acquired: granted, Available: 5}, sem.Stats())
 		t.Logf("granted %d permits, rejected %d", granted, s.Rejected)
 	})
+}
+
+// TestCancelBeforeSelectGivesTheGrantBack: a waiter whose context ended
+// before it saw its grant returns the context's error and holds nothing
+// (issue 8; go.dev/issue/63615 in x/sync/semaphore).
+func TestCancelBeforeSelectGivesTheGrantBack(t *testing.T) {
+	t.Run("Concurrency", func(t *testing.T) {
+		l := limiters.NewConcurrency(1)
+		defer l.Close()
+		require.True(t, l.TryAcquire(1).Allowed)
+		ctx := racectx.GrantFirst(t.Context(), func() { l.Release(1) })
+		err := l.Acquire(ctx, 1)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, limiters.Stats{Acquired: 1, Available: 1}, l.Stats(), "the grant went back")
+		assert.True(t, l.TryAcquire(1).Allowed)
+	})
+	t.Run("TokenBucket", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := limiters.NewTokenBucket(limiters.PerSecond(1), 1)
+			defer l.Close()
+			require.True(t, l.TryAcquire(1).Allowed)
+			ctx := racectx.GrantFirst(t.Context(), func() {
+				time.Sleep(time.Second) // the waker grants the waiter
+				synctest.Wait()
+			})
+			err := l.Acquire(ctx, 1)
+			require.ErrorIs(t, err, context.Canceled)
+			s := l.Stats()
+			assert.Equal(t, int64(1), s.Acquired, "the grant went back")
+			assert.Equal(t, 1, s.Available)
+			assert.True(t, l.TryAcquire(1).Allowed)
+		})
+	})
+}
+
+// TestRejectedErrorNamesTheLimiterAndCause: a refusal because the
+// deadline would pass names the limiter (WithName, else its algorithm) and
+// matches ErrRateLimited, context.DeadlineExceeded and *RejectedError.
+func TestRejectedErrorNamesTheLimiterAndCause(t *testing.T) {
+	tests := []struct {
+		mk   func() limiters.Limiter
+		name string
+	}{
+		{func() limiters.Limiter { return limiters.NewTokenBucket(limiters.PerMinute(1), 1) }, "token_bucket"},
+		{func() limiters.Limiter { return limiters.NewGCRA(limiters.PerMinute(1), 1) }, "gcra"},
+		{func() limiters.Limiter { return limiters.NewLeakyBucket(limiters.PerMinute(1), 2) }, "leaky_bucket"},
+		{func() limiters.Limiter { return limiters.NewFixedWindow(1, time.Minute) }, "fixed_window"},
+		{func() limiters.Limiter { return limiters.NewSlidingWindow(1, time.Minute) }, "sliding_window"},
+		{func() limiters.Limiter { return limiters.NewSlidingLog(1, time.Minute) }, "sliding_log"},
+		{func() limiters.Limiter { return limiters.FromRate(rate.NewLimiter(rate.Every(time.Minute), 1)) }, "x/time/rate"},
+		{func() limiters.Limiter { return limiters.Chain(limiters.NewGCRA(limiters.PerMinute(1), 1)) }, "chain"},
+		{func() limiters.Limiter { return limiters.NewGCRA(limiters.PerMinute(1), 1, limiters.WithName("api")) }, "api"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := tt.mk()
+				defer l.Close()
+				require.True(t, l.TryAcquire(1).Allowed)
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+				err := l.Acquire(ctx, 1)
+				var rej *limiters.RejectedError
+				require.ErrorAs(t, err, &rej)
+				assert.Equal(t, tt.name, rej.Limiter)
+				assert.Greater(t, rej.RetryAfter, time.Second, "RetryAfter is past the deadline")
+				assert.ErrorIs(t, err, limiters.ErrRateLimited)
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.Contains(t, err.Error(), tt.name)
+				wrapped := errors.Join(errors.New("outer"), err)
+				assert.ErrorIs(t, wrapped, limiters.ErrRateLimited)
+				assert.ErrorAs(t, wrapped, &rej)
+			})
+		})
+	}
 }

@@ -3,6 +3,8 @@ package limiters_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"time"
 
 	"github.com/throttlekit/throttle/limiters"
 )
@@ -81,4 +83,58 @@ func ExampleParseRate() {
 	// 100/30s: 100 per 30s, one every 300ms
 	// 5000/d: 5000 per 24h0m0s, one every 17.28s
 	// error: limiters: invalid rate "ten a second": want N/unit, e.g. "10/s"
+}
+
+// A limit changed at run time: the window keeps its count.
+func ExampleReconfigurable() {
+	spec := limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: 3, Window: time.Hour}
+	lim, err := spec.New()
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+	lim.TryAcquire(2)
+	fmt.Println("before:", lim.TryAcquire(0).Remaining, "of", lim.TryAcquire(0).Limit)
+
+	spec.Limit = 10 // a plan upgrade
+	if err := lim.(limiters.Reconfigurable).Reconfigure(spec); err != nil {
+		panic(err)
+	}
+	fmt.Println("after:", lim.TryAcquire(0).Remaining, "of", lim.TryAcquire(0).Limit)
+
+	spec.Algorithm = limiters.AlgSlidingLog
+	fmt.Println(lim.(limiters.Reconfigurable).Reconfigure(spec))
+	// Output:
+	// before: 1 of 3
+	// after: 8 of 10
+	// limiters: spec algorithm: a fixed_window limiter cannot become "sliding_log"; build a new one
+}
+
+// A waiter of higher priority goes first.
+func ExampleWithPriority() {
+	lim := limiters.NewConcurrency(1)
+	defer lim.Close()
+	lim.TryAcquire(1) // the one permit is held
+
+	granted := make(chan string, 2)
+	wait := func(ctx context.Context, name string, queued int) {
+		go func() {
+			if lim.Acquire(ctx, 1) == nil {
+				granted <- name
+			}
+		}()
+		for lim.Stats().Queued < queued { // until it waits
+			runtime.Gosched()
+		}
+	}
+	wait(context.Background(), "batch job", 1)
+	wait(limiters.WithPriority(context.Background(), 10), "user request", 2)
+
+	lim.Release(1)
+	fmt.Println("first:", <-granted)
+	lim.Release(1)
+	fmt.Println("then:", <-granted)
+	// Output:
+	// first: user request
+	// then: batch job
 }

@@ -29,12 +29,53 @@ type interval struct {
 	per int64 // the interval in units of 1/den ns: ns*den + fr
 }
 
+// horizon is the longest span the bucket algorithms represent: 2^60 ns,
+// about 36 years. An interval longer than that is cut to it, and a bucket
+// holds at most the permits that refill within it, so that every timestamp
+// (now plus twice the horizon at most) stays well inside an int64 next to
+// monoOffset. A limit that refills once in 36 years or once in 300 is the
+// same limit to any process that uses it.
+const horizon = 1 << 60
+
+// maxDen bounds an interval's denominator, so that sums of fractions cannot
+// overflow. A rate with a larger one (more than 2^62 events per reduced
+// period) has its interval rounded up to a multiple of 1/maxDen ns.
+const maxDen = 1 << 62
+
+// newInterval returns r's exact interval, saturated at the horizon. r must
+// be valid.
 func newInterval(r Rate) interval {
 	n, p := int64(r.N), int64(r.Per)
 	g := gcd(n, p)
 	n, p = n/g, p/g
-	return interval{ns: p / n, fr: p % n, den: n, per: p}
+	if p/n >= horizon {
+		return interval{ns: horizon, den: 1, per: horizon}
+	}
+	iv := interval{ns: p / n, fr: p % n, den: n, per: p}
+	if n > maxDen { // then p < 2n: the interval is under 2 ns
+		fr := mulDiv(iv.fr, maxDen, n)
+		if mulDiv(fr, n, maxDen) < iv.fr {
+			fr++ // round up: never a faster rate than asked
+		}
+		g := gcd(fr, maxDen)
+		iv.fr, iv.den = fr/g, maxDen/g
+		if iv.fr == iv.den {
+			iv.ns, iv.fr = iv.ns+1, 0
+		}
+		if iv.fr == 0 {
+			iv.den = 1
+		}
+		iv.per = iv.ns*iv.den + iv.fr
+	}
+	return iv
 }
+
+// float is the interval in nanoseconds, approximately.
+func (iv *interval) float() float64 { return float64(iv.ns) + float64(iv.fr)/float64(iv.den) }
+
+// rate is the Rate the interval stands for: one event per interval, in
+// lowest terms (a saturated interval stands for the saturated rate).
+func (iv *interval) rate() Rate { return Rate{N: int(iv.den), Per: time.Duration(iv.per)} }
 
 func gcd(a, b int64) int64 {
 	for b != 0 {
@@ -43,13 +84,15 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
-// times returns n intervals.
+// times returns n intervals. n intervals must fit in the horizon (n is at
+// most the limit derived from it).
 func (iv *interval) times(n int) fine {
 	if iv.fr == 0 {
 		return fine{ns: int64(n) * iv.ns}
 	}
-	t := int64(n) * iv.fr
-	return fine{int64(n)*iv.ns + t/iv.den, t % iv.den}
+	hi, lo := bits.Mul64(uint64(n), uint64(iv.fr))
+	q, r := bits.Div64(hi, lo, uint64(iv.den))
+	return fine{int64(n)*iv.ns + int64(q), int64(r)}
 }
 
 func (iv *interval) add(a, b fine) fine {
@@ -82,7 +125,7 @@ func (iv *interval) count(d fine) int {
 	lo, c := bits.Add64(lo, uint64(d.fr), 0)
 	hi += c
 	if hi == 0 {
-		return int(lo / uint64(iv.per))
+		return int(min(lo/uint64(iv.per), math.MaxInt64))
 	}
 	if hi >= uint64(iv.per) {
 		return math.MaxInt
@@ -115,7 +158,7 @@ func monoNow() int64 { return int64(time.Since(origin)) + monoOffset }
 // monoOffset keeps monoNow far from zero and positive (inside a synctest
 // bubble time.Since(origin) can be negative), so that a zero timestamp —
 // the zero GCRAState — is always long past. It leaves 2^62 ns (146 years)
-// of headroom below MaxInt64, which mustFit respects.
+// of headroom below MaxInt64, twice the horizon the buckets saturate at.
 const monoOffset = 1 << 62
 
 // wallNow is nanoseconds since the Unix epoch, for the window algorithms,

@@ -7,9 +7,9 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// RateLimiter adapts a *rate.Limiter from golang.org/x/time/rate; FromRate
+// rateLimiter adapts a *rate.Limiter from golang.org/x/time/rate; FromRate
 // returns one.
-type RateLimiter struct {
+type rateLimiter struct {
 	core
 	s fromRate
 }
@@ -35,13 +35,17 @@ func FromRate(l *rate.Limiter, opts ...Option) Limiter {
 	if l == nil {
 		panic("limiters: FromRate: nil *rate.Limiter")
 	}
-	r := &RateLimiter{}
+	r := &rateLimiter{}
 	r.s.lim = l
 	r.init(&r.s, newConfig(-1, opts))
 	return r
 }
 
-func (f *fromRate) now() int64 { return time.Now().UnixNano() }
+// algName is what a *RejectedError calls a FromRate limiter without a name.
+const algName = "x/time/rate"
+
+func (f *fromRate) algorithm() string { return algName }
+func (f *fromRate) now() int64        { return time.Now().UnixNano() }
 
 func (f *fromRate) limit() int {
 	if f.lim.Limit() == rate.Inf {
@@ -73,11 +77,11 @@ func (f *fromRate) take(now int64, n int) { f.lim.AllowN(time.Unix(0, now), n) }
 
 func (f *fromRate) refund(int64, int) {}
 
-func (f *fromRate) state(now int64, _ int) (int, int64) {
+func (f *fromRate) state(now int64, _ int) (int, int, int64) {
 	tokens := f.lim.TokensAt(time.Unix(0, now))
 	lim := f.lim.Limit()
 	if lim == rate.Inf {
-		return math.MaxInt, 0
+		return f.limit(), math.MaxInt, 0
 	}
 	rem := max(int(math.Floor(tokens)), 0)
 	var reset int64
@@ -86,12 +90,12 @@ func (f *fromRate) state(now int64, _ int) (int, int64) {
 			reset = int64(math.Ceil(missing / float64(lim) * 1e9))
 		}
 	}
-	return rem, reset
+	return f.limit(), rem, reset
 }
 
-func (f *fromRate) project(now int64, q *waiter, n int) int64 {
-	for w := q; w != nil; w = w.next {
-		n += w.n
+func (f *fromRate) project(now int64, ahead waiters, n int) int64 {
+	for w := range ahead.all {
+		n += w.N
 	}
 	return f.wait(now, n)
 }

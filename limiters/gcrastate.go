@@ -1,6 +1,9 @@
 package limiters
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // GCRAParams and GCRAState are GCRA taken apart, for stores that keep many
 // keys: the configuration is shared, and each key's whole state is one
@@ -25,9 +28,12 @@ type GCRAState struct {
 }
 
 // NewGCRAParams returns the configuration of a GCRA with rate r and burst.
-// It panics as NewGCRA does on a non-positive rate or burst.
+// It panics as NewGCRA does on a non-positive rate or burst, and saturates
+// as NewGCRA does.
 func NewGCRAParams(r Rate, burst int) *GCRAParams {
-	return &GCRAParams{b: newBucket(r, burst, "NewGCRAParams")}
+	mustRate(r, "NewGCRAParams")
+	mustPositive(burst, "NewGCRAParams", "burst")
+	return &GCRAParams{b: newBucket(r, burst)}
 }
 
 // Limit is the burst: the most permits one request may take.
@@ -42,33 +48,19 @@ func (p *GCRAParams) TryAcquire(s *GCRAState, n int) Decision {
 	checkN(n)
 	g := p.gcra(*s)
 	now := monoNow()
-	var retry int64
-	allowed := false
-	switch {
-	case n > g.burst:
-	case n == 0:
-		retry = g.wait(now, 1)
-		allowed = retry == 0
-	default:
-		if retry = g.wait(now, n); retry == 0 {
-			g.take(now, n)
-			allowed = true
-		}
-	}
+	allowed, retry := g.try(now, n)
 	s.tat = g.tat
-	rem, reset := g.state(now, 0)
-	if allowed {
-		retry = 0
-	}
-	return Decision{Allowed: allowed, Limit: g.burst, Remaining: rem,
+	lim, rem, reset := g.state(now, 0)
+	return Decision{Allowed: allowed, Limit: lim, Remaining: rem,
 		ResetAfter: time.Duration(reset), RetryAfter: time.Duration(retry)}
 }
 
 // Reserve takes n permits from s at the earliest time they can be granted
-// and returns how long until then (0: now). If that is longer than maxWait
-// (when maxWait ≥ 0), it takes nothing and returns a *RejectedError whose
-// RetryAfter is the wait; n larger than the burst gets ErrExceedsLimit. A
-// caller that gives up before its wait is over must Cancel.
+// and returns how long until then (0: now). maxWait is the time left before
+// the caller's deadline (< 0: none). If the wait is longer, it takes nothing
+// and returns a *RejectedError whose RetryAfter is the wait and whose Cause
+// is context.DeadlineExceeded; n larger than the burst gets ErrExceedsLimit.
+// A caller that gives up before its wait is over must Cancel.
 func (p *GCRAParams) Reserve(s *GCRAState, n int, maxWait time.Duration) (time.Duration, error) {
 	checkN(n)
 	if n > p.b.burst {
@@ -78,7 +70,8 @@ func (p *GCRAParams) Reserve(s *GCRAState, n int, maxWait time.Duration) (time.D
 	now := monoNow()
 	d := g.wait(now, n)
 	if maxWait >= 0 && time.Duration(d) > maxWait {
-		return 0, &RejectedError{RetryAfter: time.Duration(d), Reason: "would wait past the context deadline"}
+		return 0, &RejectedError{Limiter: AlgGCRA, RetryAfter: time.Duration(d),
+			Reason: "would wait past the context deadline", Cause: context.DeadlineExceeded}
 	}
 	g.take(now+d, n)
 	s.tat = g.tat

@@ -1,6 +1,7 @@
 package limiters_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 	"testing/synctest"
@@ -49,6 +50,9 @@ func TestGCRAStateReserve(t *testing.T) {
 		var rej *limiters.RejectedError
 		require.ErrorAs(t, err, &rej)
 		assert.Equal(t, 300*time.Millisecond, rej.RetryAfter)
+		assert.Equal(t, "gcra", rej.Limiter)
+		assert.ErrorIs(t, err, limiters.ErrRateLimited)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "maxWait is the caller's deadline")
 		_, err = p.Reserve(&s, 3, -1)
 		assert.ErrorIs(t, err, limiters.ErrExceedsLimit)
 

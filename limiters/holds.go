@@ -31,7 +31,7 @@ func HoldsPermits(l Limiter) bool {
 func (c *Concurrency) HoldsPermits() bool { return true }
 
 // HoldsPermits reports whether any member holds permits until Release.
-func (ch *ChainLimiter) HoldsPermits() bool {
+func (ch *chainLimiter) HoldsPermits() bool {
 	for _, m := range ch.s.owned {
 		if HoldsPermits(m) {
 			return true

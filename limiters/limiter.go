@@ -14,9 +14,10 @@ type Limiter interface {
 	// TryAcquire takes n permits now or not at all. It never waits, and it
 	// fails while any Acquire caller is queued (FIFO: nobody jumps the queue).
 	TryAcquire(n int) Decision
-	// Acquire waits, in arrival order, until n permits are granted. It returns
-	// early with ctx's error, with ErrQueueFull, with ErrClosed, or with a
-	// *RejectedError when the deadline of ctx would pass before its turn.
+	// Acquire waits, in arrival order (within the priority WithPriority
+	// gives ctx), until n permits are granted. It returns early with ctx's
+	// error, with ErrQueueFull, with ErrClosed, or with a *RejectedError
+	// when the deadline of ctx would pass before its turn.
 	Acquire(ctx context.Context, n int) error
 	// Release gives back n permits. Only Concurrency holds permits; the
 	// rate limiters ignore it.

@@ -8,7 +8,6 @@ type Option func(*config)
 type config struct {
 	name       string
 	queueLimit int // permits that may wait; < 0 means unlimited
-	parent     *core
 }
 
 // WithName names the limiter; the name appears in *RejectedError.

@@ -13,53 +13,6 @@ import (
 	"github.com/throttlekit/throttle/limiters"
 )
 
-// TestGCRAEqualsTokenBucket: on random traces, GCRA and TokenBucket with the
-// same rate and burst make identical decisions.
-func TestGCRAEqualsTokenBucket(t *testing.T) {
-	rates := []limiters.Rate{
-		limiters.PerSecond(3),
-		{N: 7, Per: 3 * time.Second},
-		limiters.PerSecond(1000),
-		limiters.PerMinute(7),
-		{N: 13, Per: time.Millisecond},
-		{N: 1_000_000_007, Per: time.Second}, // an interval under 1ns
-		limiters.Every(333 * time.Millisecond),
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, r := range rates {
-		t.Run(r.String(), func(t *testing.T) {
-			iv := int64(r.Per) / int64(r.N)
-			for trace := range 60 {
-				burst := 1 + rng.IntN(10)
-				seed := rng.Uint64()
-				synctest.Test(t, func(t *testing.T) {
-					rng := rand.New(rand.NewPCG(seed, 0))
-					tb := limiters.NewTokenBucket(r, burst)
-					g := limiters.NewGCRA(r, burst)
-					defer tb.Close()
-					defer g.Close()
-					for i := range 200 {
-						var gap int64
-						switch rng.IntN(4) {
-						case 0: // a few ns: the fractional edges
-							gap = rng.Int64N(3)
-						case 1:
-							gap = rng.Int64N(iv + 2)
-						case 2:
-							gap = rng.Int64N(int64(burst)*iv + 2)
-						}
-						time.Sleep(time.Duration(gap))
-						n := rng.IntN(burst + 2)
-						a, b := tb.TryAcquire(n), g.TryAcquire(n)
-						require.Equal(t, a, b, "trace %d (seed %d), step %d: TryAcquire(%d) at %v", trace, seed, i, n, time.Now())
-					}
-					require.Equal(t, tb.Stats(), g.Stats())
-				})
-			}
-		})
-	}
-}
-
 // TestRetryAfterIsExact: on random traces, a denial's RetryAfter is the
 // earliest moment the same request is admitted: denied a nanosecond
 // before, admitted then.

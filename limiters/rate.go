@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/throttlekit/throttle/internal/clip"
 )
 
 // Rate is N events per Per. The zero Rate is invalid; build one with
@@ -69,15 +71,15 @@ func (r Rate) String() string {
 func ParseRate(s string) (Rate, error) {
 	num, unit, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
-		return Rate{}, fmt.Errorf("limiters: invalid rate %q: want N/unit, e.g. \"10/s\"", s)
+		return Rate{}, fmt.Errorf("limiters: invalid rate %s: want N/unit, e.g. \"10/s\"", clip.Quote(s))
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(num))
 	if err != nil || n <= 0 {
-		return Rate{}, fmt.Errorf("limiters: invalid rate %q: count must be a positive integer", s)
+		return Rate{}, fmt.Errorf("limiters: invalid rate %s: count must be a positive integer", clip.Quote(s))
 	}
 	per, err := parsePer(strings.TrimSpace(unit))
 	if err != nil {
-		return Rate{}, fmt.Errorf("limiters: invalid rate %q: %w", s, err)
+		return Rate{}, fmt.Errorf("limiters: invalid rate %s: %w", clip.Quote(s), err)
 	}
 	return Rate{N: n, Per: per}, nil
 }

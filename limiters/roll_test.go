@@ -9,7 +9,7 @@ import (
 // at the due time) must not take a window back and forget its count.
 func TestWindowsNeverRollBack(t *testing.T) {
 	win := int64(time.Second)
-	f := fixedWindow{lim: 2, win: win}
+	f := fixedWindow{window: window{lim: 2, win: win}}
 	f.take(10*win+1, 2) // window 10 is full
 	f.take(9*win+5, 0)  // dated in window 9
 	if f.start != 10*win || f.count != 2 {
@@ -19,14 +19,14 @@ func TestWindowsNeverRollBack(t *testing.T) {
 		t.Fatal("fixed window admits past its limit")
 	}
 
-	s := slidingWindow{lim: 2, win: win}
+	s := slidingWindow{window: window{lim: 2, win: win}}
 	s.take(10*win+1, 2)
 	s.take(9*win+5, 0)
 	if s.start != 10*win || s.curr != 2 {
 		t.Fatalf("sliding window rolled back: start %d curr %d", s.start, s.curr)
 	}
 
-	l := slidingLog{lim: 3, win: win}
+	l := slidingLog{window: window{lim: 3, win: win}}
 	l.take(10*win, 1)
 	l.take(9*win, 1) // dated before the newest entry: logged at the newest time
 	if a, b := l.at(0).at, l.at(l.count-1).at; l.count != 1 || a != b || l.total != 2 {

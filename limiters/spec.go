@@ -3,8 +3,11 @@ package limiters
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/throttlekit/throttle/internal/clip"
 )
 
 // The algorithm names a Spec accepts.
@@ -18,9 +21,11 @@ const (
 	AlgConcurrency   = "concurrency"
 )
 
-// Spec describes a limiter as data: what policy files, the Redis repository
-// and the rate-limit service use. In JSON and YAML, Rate is written "10/s"
-// and Window "1m".
+// Spec describes a limiter as data: the one such description in the
+// project, the form policy files and stores use. In JSON and YAML, Rate is
+// written "10/s" and Window "1m". Validate accepts exactly the specs New can
+// build: any positive rate, limit and window (the bucket algorithms saturate
+// a refill longer than 2^60 ns, about 36 years).
 type Spec struct {
 	Algorithm  string        `json:"algorithm" yaml:"algorithm"`     // token_bucket, gcra, leaky_bucket, fixed_window, sliding_window, sliding_log, concurrency
 	Limit      int           `json:"limit" yaml:"limit"`             // burst, capacity, window limit or max in flight
@@ -47,7 +52,7 @@ func (s Spec) Validate() error {
 	case "":
 		return bad("algorithm", "missing; want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window, sliding_log, concurrency")
 	default:
-		return bad("algorithm", "unknown algorithm %q; want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window, sliding_log, concurrency", s.Algorithm)
+		return bad("algorithm", "unknown algorithm %s; want one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window, sliding_log, concurrency", clip.Quote(s.Algorithm))
 	}
 	if s.Limit <= 0 {
 		return bad("limit", "must be positive, got %d", s.Limit)
@@ -121,7 +126,9 @@ func (s *Spec) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return fmt.Errorf("limiters: spec: %w", err)
+		// The decoder's message may quote the input (an unknown field's
+		// name, a bad rate): clip it.
+		return errors.New("limiters: spec: " + clip.String(err.Error()))
 	}
 	out := Spec{Algorithm: j.Algorithm, Limit: j.Limit, QueueLimit: j.QueueLimit}
 	if j.Rate != nil {
@@ -130,11 +137,11 @@ func (s *Spec) UnmarshalJSON(b []byte) error {
 	if len(j.Window) > 0 && string(j.Window) != "null" {
 		var w string
 		if err := json.Unmarshal(j.Window, &w); err != nil {
-			return fmt.Errorf("limiters: spec window: want a duration string such as \"1m\", got %s", j.Window)
+			return fmt.Errorf("limiters: spec window: want a duration string such as \"1m\", got %s", clip.String(string(j.Window)))
 		}
 		d, err := time.ParseDuration(w)
 		if err != nil {
-			return fmt.Errorf("limiters: spec window: %w", err)
+			return fmt.Errorf("limiters: spec window: invalid duration %s", clip.Quote(w))
 		}
 		out.Window = d
 	}

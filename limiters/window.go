@@ -10,35 +10,64 @@ func mustWindow(w time.Duration, ctor string) {
 	}
 }
 
+// windowLimiter is what FixedWindow, SlidingWindow and SlidingLog share:
+// the core and the setters of their window.
+type windowLimiter struct {
+	core
+	w *window // the algorithm's window, inside its state
+}
+
+func (wl *windowLimiter) init(a algo, w *window, limit int, window time.Duration, ctor string, opts []Option) {
+	mustPositive(limit, ctor, "limit")
+	mustWindow(window, ctor)
+	w.lim, w.win = limit, int64(window)
+	wl.w = w
+	wl.core.init(a, newConfig(-1, opts))
+}
+
 // FixedWindow admits limit permits per window. Windows are aligned to the
 // Unix epoch (window k is [k·window, (k+1)·window)), so every process that
 // uses the same window agrees on where each one starts.
 type FixedWindow struct {
-	core
+	windowLimiter
 	s fixedWindow
 }
 
-type fixedWindow struct {
+// window is what the window algorithms share: the limit per window and
+// the window's length (and, for the counters, the current window's start).
+type window struct {
 	lim   int
 	win   int64
 	start int64 // the current window's start, Unix nanoseconds
+}
+
+// setWindow changes the length to win, aligning start to now's window of
+// the new length.
+func (w *window) setWindow(now, win int64) {
+	if win != w.win {
+		w.win, w.start = win, floorDiv(now, win)*win
+	}
+}
+
+type fixedWindow struct {
+	window
 	count int
 }
 
 // NewFixedWindow returns a limiter admitting limit permits per window. It
 // panics if limit or window is not positive.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) *FixedWindow {
-	mustPositive(limit, "NewFixedWindow", "limit")
-	mustWindow(window, "NewFixedWindow")
 	fw := &FixedWindow{}
-	fw.s.lim = limit
-	fw.s.win = int64(window)
-	fw.init(&fw.s, newConfig(-1, opts))
+	fw.init(&fw.s, &fw.s.window, limit, window, "NewFixedWindow", opts)
 	return fw
 }
 
-func (f *fixedWindow) now() int64 { return wallNow() }
-func (f *fixedWindow) limit() int { return f.lim }
+func (f *fixedWindow) algorithm() string { return AlgFixedWindow }
+func (f *fixedWindow) now() int64        { return wallNow() }
+func (f *fixedWindow) limit() int        { return f.lim }
+
+// left is the time from now to the end of the current window.
+func (f *fixedWindow) left(now int64) int64 { return satAdd(f.start-now, f.win) }
 
 // roll moves to now's window. It never moves back: a grant dated a little
 // in the past (a late waker's due time) counts in the current window.
@@ -50,10 +79,10 @@ func (f *fixedWindow) roll(now int64) {
 
 func (f *fixedWindow) wait(now int64, n int) int64 {
 	f.roll(now)
-	if f.count+n <= f.lim {
+	if n <= f.lim-f.count {
 		return 0
 	}
-	return f.start + f.win - now
+	return f.left(now)
 }
 
 func (f *fixedWindow) take(now int64, n int) {
@@ -66,13 +95,13 @@ func (f *fixedWindow) refund(now int64, n int) {
 	f.count = max(f.count-n, 0)
 }
 
-func (f *fixedWindow) state(now int64, _ int) (int, int64) {
+func (f *fixedWindow) state(now int64, _ int) (int, int, int64) {
 	f.roll(now)
-	return f.lim - f.count, f.start + f.win - now
+	return f.lim, max(f.lim-f.count, 0), f.left(now)
 }
 
-func (f *fixedWindow) project(now int64, q *waiter, n int) int64 {
-	return projectCopy(*f, now, q, n)
+func (f *fixedWindow) project(now int64, ahead waiters, n int) int64 {
+	return projectCopy(*f, now, ahead, n)
 }
 
 // SlidingWindow approximates a sliding window with two fixed windows (aligned
@@ -92,31 +121,26 @@ func (f *fixedWindow) project(now int64, q *waiter, n int) int64 {
 // very end) up to 2·limit−1 grants. Use SlidingLog when every span must be
 // exact.
 type SlidingWindow struct {
-	core
+	windowLimiter
 	s slidingWindow
 }
 
 type slidingWindow struct {
-	lim        int
-	win        int64
-	start      int64
+	window
 	prev, curr int
 }
 
 // NewSlidingWindow returns a sliding-window-counter limiter admitting about
 // limit permits per window. It panics if limit or window is not positive.
 func NewSlidingWindow(limit int, window time.Duration, opts ...Option) *SlidingWindow {
-	mustPositive(limit, "NewSlidingWindow", "limit")
-	mustWindow(window, "NewSlidingWindow")
 	sw := &SlidingWindow{}
-	sw.s.lim = limit
-	sw.s.win = int64(window)
-	sw.init(&sw.s, newConfig(-1, opts))
+	sw.init(&sw.s, &sw.s.window, limit, window, "NewSlidingWindow", opts)
 	return sw
 }
 
-func (s *slidingWindow) now() int64 { return wallNow() }
-func (s *slidingWindow) limit() int { return s.lim }
+func (s *slidingWindow) algorithm() string { return AlgSlidingWindow }
+func (s *slidingWindow) now() int64        { return wallNow() }
+func (s *slidingWindow) limit() int        { return s.lim }
 
 func (s *slidingWindow) roll(now int64) {
 	w := floorDiv(now, s.win) * s.win
@@ -131,7 +155,7 @@ func (s *slidingWindow) roll(now int64) {
 
 // fits reports whether prev·(win−e) + (curr+n)·win ≤ lim·win.
 func (s *slidingWindow) fits(e int64, prev, curr, n int) bool {
-	if curr+n > s.lim {
+	if n > s.lim-curr {
 		return false
 	}
 	return mulLE(int64(prev), s.win-e, int64(s.lim-curr-n), s.win)
@@ -140,10 +164,10 @@ func (s *slidingWindow) fits(e int64, prev, curr, n int) bool {
 // due is the elapsed time into a window with counts prev and curr from which
 // n more permits fit, or -1 if they never fit in that window.
 func (s *slidingWindow) due(prev, curr, n int) int64 {
-	room := s.lim - curr - n
-	if room < 0 {
+	if n > s.lim-curr {
 		return -1
 	}
+	room := s.lim - curr - n
 	if prev == 0 {
 		return 0
 	}
@@ -161,8 +185,7 @@ func (s *slidingWindow) wait(now int64, n int) int64 {
 		return s.start + d - now
 	}
 	// Not in this window: in the next, the current count becomes prev.
-	d := s.due(s.curr, 0, n)
-	return s.start + s.win + d - now
+	return satAdd(satAdd(s.start-now, s.win), s.due(s.curr, 0, n))
 }
 
 func (s *slidingWindow) take(now int64, n int) {
@@ -175,7 +198,7 @@ func (s *slidingWindow) refund(now int64, n int) {
 	s.curr = max(s.curr-n, 0)
 }
 
-func (s *slidingWindow) state(now int64, _ int) (int, int64) {
+func (s *slidingWindow) state(now int64, _ int) (int, int, int64) {
 	s.roll(now)
 	e := now - s.start
 	// The previous window's weight, rounded up so Remaining never promises
@@ -188,22 +211,22 @@ func (s *slidingWindow) state(now int64, _ int) (int, int64) {
 	var reset int64
 	switch {
 	case s.curr > 0:
-		reset = s.start + 2*s.win - now
+		reset = satAdd(satAdd(s.start-now, s.win), s.win)
 	case s.prev > 0:
-		reset = s.start + s.win - now
+		reset = satAdd(s.start-now, s.win)
 	}
-	return rem, reset
+	return s.lim, rem, reset
 }
 
-func (s *slidingWindow) project(now int64, q *waiter, n int) int64 {
-	return projectCopy(*s, now, q, n)
+func (s *slidingWindow) project(now int64, ahead waiters, n int) int64 {
+	return projectCopy(*s, now, ahead, n)
 }
 
 // SlidingLog is the exact sliding window: it admits n iff the permits granted
 // in (now−window, now] plus n are at most limit. It keeps a log of its
 // grants in a ring buffer whose size is bounded by limit.
 type SlidingLog struct {
-	core
+	windowLimiter
 	s slidingLog
 }
 
@@ -213,28 +236,24 @@ type logEntry struct {
 }
 
 type slidingLog struct {
-	lim   int
-	win   int64
-	ring  []logEntry // len(ring) is the capacity in use, ≤ lim
-	head  int        // index of the oldest entry
-	count int        // entries in use
-	total int        // permits in the log
+	window            // start unused: the log needs no alignment
+	ring   []logEntry // len(ring) is the capacity in use, ≤ lim
+	head   int        // index of the oldest entry
+	count  int        // entries in use
+	total  int        // permits in the log
 }
 
 // NewSlidingLog returns an exact sliding-window limiter admitting limit
 // permits per window. It panics if limit or window is not positive.
 func NewSlidingLog(limit int, window time.Duration, opts ...Option) *SlidingLog {
-	mustPositive(limit, "NewSlidingLog", "limit")
-	mustWindow(window, "NewSlidingLog")
 	sl := &SlidingLog{}
-	sl.s.lim = limit
-	sl.s.win = int64(window)
-	sl.init(&sl.s, newConfig(-1, opts))
+	sl.init(&sl.s, &sl.s.window, limit, window, "NewSlidingLog", opts)
 	return sl
 }
 
-func (l *slidingLog) now() int64 { return wallNow() }
-func (l *slidingLog) limit() int { return l.lim }
+func (l *slidingLog) algorithm() string { return AlgSlidingLog }
+func (l *slidingLog) now() int64        { return wallNow() }
+func (l *slidingLog) limit() int        { return l.lim }
 
 func (l *slidingLog) at(i int) *logEntry { return &l.ring[(l.head+i)%len(l.ring)] }
 
@@ -253,7 +272,7 @@ func (l *slidingLog) expire(now int64) {
 
 func (l *slidingLog) wait(now int64, n int) int64 {
 	l.expire(now)
-	over := l.total + n - l.lim
+	over := n - (l.lim - l.total)
 	if over <= 0 {
 		return 0
 	}
@@ -262,7 +281,7 @@ func (l *slidingLog) wait(now int64, n int) int64 {
 		e := l.at(i)
 		over -= e.n
 		if over <= 0 {
-			return e.at + l.win - now
+			return satAdd(e.at-now, l.win)
 		}
 	}
 	return never // unreachable while n ≤ lim
@@ -288,9 +307,10 @@ func (l *slidingLog) take(now int64, n int) {
 }
 
 // grow doubles the ring, up to lim entries (each entry holds ≥ 1 permit and
-// the log holds ≤ lim permits, so lim entries always suffice).
+// the log holds ≤ lim permits, so lim entries always suffice; after the
+// limit was lowered the log may hold more, and the ring grows past it).
 func (l *slidingLog) grow() {
-	size := min(max(2*len(l.ring), 4), l.lim)
+	size := max(min(max(2*len(l.ring), 4), l.lim), l.count+1)
 	ring := make([]logEntry, size)
 	for i := 0; i < l.count; i++ {
 		ring[i] = *l.at(i)
@@ -311,20 +331,20 @@ func (l *slidingLog) refund(now int64, n int) {
 	}
 }
 
-func (l *slidingLog) state(now int64, _ int) (int, int64) {
+func (l *slidingLog) state(now int64, _ int) (int, int, int64) {
 	l.expire(now)
 	if l.count == 0 {
-		return l.lim, 0
+		return l.lim, l.lim, 0
 	}
-	return l.lim - l.total, l.at(l.count-1).at + l.win - now
+	return l.lim, max(l.lim-l.total, 0), satAdd(l.at(l.count-1).at-now, l.win)
 }
 
-func (l *slidingLog) project(now int64, q *waiter, n int) int64 {
-	if q == nil {
+func (l *slidingLog) project(now int64, ahead waiters, n int) int64 {
+	if ahead.first == nil {
 		return l.wait(now, n)
 	}
 	c := *l
 	c.ring = make([]logEntry, len(l.ring))
 	copy(c.ring, l.ring)
-	return projectCopy(c, now, q, n)
+	return projectCopy(c, now, ahead, n)
 }

@@ -22,19 +22,24 @@
 // rejection is 429 Too Many Requests with Retry-After and an RFC 9457
 // application/problem+json body ([Problem]): type
 // https://iana.org/assignments/http-problem-types#quota-exceeded, title,
-// status, detail, retry_after (seconds) and violated-policies.
+// status, detail, retry_after (seconds) and violated-policies. The IETF
+// draft's other two types, temporary-reduced-capacity (503) and
+// abnormal-usage-detected, are sent when a policy Rule's Problem or
+// [WithProblemType] says so.
 //
 // Behaviours worth knowing:
 //
 //   - A request whose extractor finds no key (ok == false) is charged to
 //     one bucket shared by all such requests, [AnonymousKey]; see
 //     [WithAnonymousKey] to rename it or refuse such requests with 403.
-//   - When the repository fails (Redis down, a closed repository,
-//     repository.ErrTooManyKeys) the middleware fails open by default: it
-//     admits the request, without rate-limit fields, and reports
-//     [EventError] to the observer. [WithFailOpen](false) answers 503.
+//   - When the repository fails (a closed repository,
+//     repository.ErrTooManyKeys, a remote store that does not answer) the
+//     middleware fails open by default: it admits the request, without
+//     rate-limit fields, and reports [EventError] to the observer.
+//     [WithFailOpen](false) answers 503.
 //   - Permits a limiter holds (concurrency limits) go back exactly once
-//     when the handler returns, even if it panics.
+//     when the handler returns, even if it panics. A repository that says
+//     it holds none (limiters.PermitHolder) is not called to release.
 //   - A request costing more than its limit could ever grant
 //     ([WithCost]) is rejected with 429 and a detail that says so.
 //
@@ -50,7 +55,11 @@
 // per rule an [Action]: [Block] (429), [Delay] (hold the request until a
 // permit frees, up to a bound) or [Shadow] (admit, but report it as would-be
 // rejected). Policies are Go values ([PolicyConfig], [NewPolicy]) or files
-// ([LoadPolicy], JSON or YAML); every limit is a limiters.Spec.
+// ([LoadPolicy], [ParsePolicy], JSON or YAML); every limit is a
+// limiters.Spec. A rule's limits are decided together, all or nothing, in
+// one repository per rule: by default in memory, or wherever [WithStorage]
+// puts them. A handler that learns a request's real cost only once it has
+// run (the tokens of an LLM completion) charges it with [ChargeCost].
 //
 //	p, err := server.LoadPolicy("policy.yaml", server.WithPlan(planOf))
 //	if err != nil {
@@ -58,6 +67,26 @@
 //	}
 //	defer p.Close()
 //	rl := server.New(nil, server.WithPolicy(p), server.WithKey(keyextract.Header("X-API-Key")))
+//
+// # Hostile policy files
+//
+// A policy file is input, and may come from someone who wants to hurt the
+// server. Nothing in one can panic a request: every limit is validated and
+// built once by [NewPolicy]. Reading one is bounded: at most
+// [MaxPolicySize] (1 MiB) is read, and at most [MaxPolicyNodes] YAML nodes
+// are decoded, each alias counted at every use, so nested aliases ("billion
+// laughs") are refused in time linear in the file. An error quotes at most
+// a few dozen bytes of any value. The worst files the bounds allow, measured
+// with
+//
+//	go test -run='^$' -bench=PolicyWorstCase -benchtime=5x ./server
+//
+// on a 2-core AMD EPYC shared with other work (so the times vary twofold),
+// allocating in all (an upper bound on the heap a parse needs): the largest
+// flat file (1 MiB, 14,717 endpoint rules) parses and compiles in 0.16 to
+// 0.33 s and 76 MB; the alias bomb is refused in 0.04 to 0.08 s and 5.7 MB
+// at 38 KB, 0.1 to 0.18 s and 43 MB at 1 MiB; the largest bomb accepted (32
+// plans × 32 endpoints × 32 limits) takes 0.03 to 0.1 s and 12 MB.
 //
 // # Near the limit
 //

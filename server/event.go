@@ -59,8 +59,9 @@ type Event struct {
 	// Cost is the permits the request was charged: its weight (WithCost),
 	// or its cost against a cost cap when Limit is "cost".
 	Cost int
-	// Limit names the kind of limit that decided: "requests", "in_flight"
-	// or "cost" ("" without a policy).
+	// Limit names the set of limits that decided: "requests" (the rule's
+	// Limits, in flight ones included) or "cost" (its CostCaps); "" without
+	// a policy.
 	Limit string
 	// Decision is the deciding limiter's decision.
 	Decision limiters.Decision

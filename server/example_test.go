@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
@@ -41,7 +42,7 @@ func Example() {
 // A policy with plans: the plan comes from the API key, each plan limits
 // endpoints by ServeMux pattern, and a pro caller gets more.
 func ExamplePolicy() {
-	p, err := server.ParsePolicyYAML([]byte(`
+	p, err := server.ParsePolicy([]byte(`
 default_plan: free
 plans:
   free:
@@ -57,7 +58,7 @@ plans:
       "POST /api/ask":
         limits:
           - {algorithm: sliding_log, limit: 3, window: 1m}
-`), server.WithPlan(func(r keyextract.Request) string {
+`), "yaml", server.WithPlan(func(r keyextract.Request) string {
 		if r.Header("X-API-Key") == "key-of-a-pro" {
 			return "pro"
 		}
@@ -86,4 +87,79 @@ plans:
 	// Output:
 	// key-of-a-free: 200 429 429 429
 	// key-of-a-pro: 200 200 200 429
+}
+
+// A policy's limits can live anywhere: WithStorage is given each rule's
+// specs and returns the one repository that decides them, all or nothing,
+// per caller. Here it is memory, counting what it was asked for; a store
+// shared by a fleet of servers fits the same function.
+func ExampleWithStorage() {
+	storage := func(specs []limiters.Spec) (repository.Repository, error) {
+		fmt.Println("a repository for", len(specs), "limits")
+		return repository.NewMemory(func(string) limiters.Limiter {
+			ls := make([]limiters.Limiter, len(specs))
+			for i, s := range specs {
+				ls[i], _ = s.New() // NewPolicy validated them
+			}
+			return limiters.Chain(ls...)
+		}), nil
+	}
+	p, err := server.NewPolicy(server.PolicyConfig{Plans: map[string]server.Plan{"free": {
+		Default: &server.Rule{Limits: []limiters.Spec{
+			{Algorithm: limiters.AlgFixedWindow, Limit: 2, Window: time.Hour},
+			{Algorithm: limiters.AlgConcurrency, Limit: 1},
+		}},
+	}}}, server.WithStorage(storage))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+
+	h := server.New(nil, server.WithPolicy(p)).Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		fmt.Println(w.Code)
+	}
+	// Output:
+	// a repository for 2 limits
+	// 200
+	// 200
+	// 429
+}
+
+// An LLM proxy knows what a completion cost only once it has returned: the
+// handler charges it to the rule's cost caps then, and the caller is
+// refused once they are spent.
+func ExampleChargeCost() {
+	p, err := server.NewPolicy(server.PolicyConfig{Plans: map[string]server.Plan{"free": {
+		Default: &server.Rule{CostCaps: []limiters.Spec{
+			{Algorithm: limiters.AlgFixedWindow, Limit: 1000, Window: time.Hour}, // tokens per hour
+		}},
+	}}}, server.WithChargeAfter())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+
+	h := server.New(nil, server.WithPolicy(p)).Middleware(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		tokens := 400 // as the completion reports them
+		d, err := server.ChargeCost(r.Context(), tokens)
+		fmt.Println("charged:", d.Allowed, "left:", d.Remaining, err)
+	}))
+	for range 4 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/chat", nil))
+		fmt.Println(w.Code)
+	}
+	// Output:
+	// charged: true left: 599 <nil>
+	// 200
+	// charged: true left: 198 <nil>
+	// 200
+	// charged: false left: 0 <nil>
+	// 200
+	// 429
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/throttlekit/throttle/internal/clip"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository"
@@ -47,13 +49,15 @@ type PolicyConfig struct {
 	// Block lists IP addresses and CIDR prefixes answered with 403
 	// Forbidden. Block wins over Allow.
 	Block []string `json:"block" yaml:"block"`
-	// MaxKeys bounds how many limiters the policy holds at once (one per
-	// caller, per rule, per kind of limit); DefaultMaxKeys when zero. See
-	// repository.WithMaxKeys for what happens beyond it.
+	// MaxKeys bounds how many limiters the policy holds at once in its
+	// default storage (one per caller and rule for its limits, and one
+	// more for its cost caps); DefaultMaxKeys when zero. See
+	// repository.WithMaxKeys for what happens beyond it. WithStorage
+	// ignores it.
 	MaxKeys int `json:"max_keys" yaml:"max_keys"`
 	// IdleTimeout forgets a caller's limiter once it is full again and has
 	// not been used for this long (repository.WithIdleTimeout); zero keeps
-	// limiters until MaxKeys evicts them.
+	// limiters until MaxKeys evicts them. WithStorage ignores it.
 	IdleTimeout time.Duration `json:"idle_timeout" yaml:"idle_timeout"`
 }
 
@@ -72,8 +76,9 @@ type Plan struct {
 // Rule is the limits on one endpoint (or a plan's default), per caller.
 type Rule struct {
 	// Limits must all admit a request, each charged the request's weight
-	// (WithCost, default 1): e.g. 10 per minute and 1000 per day and 5 in
-	// flight (algorithm concurrency, given back when the handler returns).
+	// (WithCost, default 1), all or nothing: e.g. 10 per minute and 1000
+	// per day and 5 in flight (algorithm concurrency, given back when the
+	// handler returns).
 	Limits []limiters.Spec `json:"limits" yaml:"limits"`
 	// CostCaps are charged the request's cost (WithCapCost), e.g. LLM
 	// tokens or cents per hour and per day, separately from Limits. A
@@ -85,22 +90,27 @@ type Rule struct {
 	// MaxDelay bounds the wait of the Delay action; it must be positive
 	// with Delay and zero otherwise.
 	MaxDelay time.Duration `json:"max_delay" yaml:"max_delay"`
+	// Problem is the problem type of the rule's rejections, by its name in
+	// the IETF draft: "quota-exceeded" (the default, also written ""),
+	// "temporary-reduced-capacity" (answered with 503) or
+	// "abnormal-usage-detected". See WithProblemType to decide per request.
+	Problem string `json:"problem" yaml:"problem"`
 }
 
 // Policy chooses limits per request: it resolves the request's plan, matches
 // the endpoint against the plan's patterns, and charges the caller's
-// limiters for that rule. It owns its limiters, in one in-memory repository
-// bounded by MaxKeys; Close releases them. Use it through
+// limiters for that rule. Close releases its limiters. Use it through
 // New(nil, WithPolicy(p)).Middleware.
 //
-// A caller's limiters are keyed by plan, endpoint pattern and caller key, so
-// each endpoint rule (and each plan's default rule) has its own limits per
-// caller. A rule's request limits are one limiters.Chain (all or nothing);
-// its concurrency limits are a separate chain, taken first and given back if
-// the others refuse, because a repository cannot tell whether a mixed chain
-// holds permits and might evict it (see the repository package); its cost
-// caps are a third chain, charged after the request limits, so a request
-// refused by a cost cap still counts as a request.
+// Each rule (an endpoint's, or a plan's default) has its own limits per
+// caller. A rule's Limits are decided together, all or nothing (by default
+// one limiters.Chain per caller), and given back after the handler when
+// they hold permits (limiters.HoldsPermits: a concurrency limit); its
+// CostCaps are a second set, charged after the Limits admitted the request,
+// so a request refused by a cost cap still counts as a request.
+//
+// Where the limits live is the storage's choice (WithStorage): by default
+// one in-memory repository for the whole policy, bounded by MaxKeys.
 //
 // A Policy is safe for concurrent use.
 type Policy struct {
@@ -108,12 +118,14 @@ type Policy struct {
 	defaultPlan *plan
 	allow       []netip.Prefix
 	block       []netip.Prefix
-	rules       []*rule
-	repo        *repository.Memory
+	sets        []*limitSet // every rule's, in the order built
 
-	planOf   func(keyextract.Request) string
-	capCost  func(keyextract.Request) int
-	clientIP keyextract.Extractor
+	storage     func(specs []limiters.Spec) (repository.Repository, error)
+	mem         *memoryStore // the default storage; nil with WithStorage
+	planOf      func(keyextract.Request) string
+	capCost     func(keyextract.Request) int
+	clientIP    keyextract.Extractor
+	chargeAfter bool // WithChargeAfter
 }
 
 type plan struct {
@@ -122,29 +134,27 @@ type plan struct {
 	def  *rule
 }
 
-// rule is a compiled Rule. Its limiters live in the policy's repository
-// under keys "<kind><index>|<caller>".
+// rule is a compiled Rule.
 type rule struct {
-	index    string // decimal, for keys
-	plan     string
-	endpoint string // "" for a plan's default
-	rate     []limiters.Spec
-	conc     []limiters.Spec
-	caps     []limiters.Spec
+	endpoint string    // "" for a plan's default
+	limits   *limitSet // nil when the rule has no Limits
+	caps     *limitSet // nil when the rule has no CostCaps
 	action   Action
 	maxDelay time.Duration
+	problem  string // a ProblemType constant
 }
 
 // ServeHTTP is never called: a rule is registered in its plan's ServeMux
 // only so that the mux can say which pattern matches.
 func (*rule) ServeHTTP(http.ResponseWriter, *http.Request) {}
 
-// Key kinds, the first byte of a policy repository key.
-const (
-	kindRate = 'r'
-	kindConc = 'c'
-	kindCost = '$'
-)
+// limitSet is a rule's Limits, or its CostCaps, for every caller: one
+// repository, keyed by the caller, that decides them all at once.
+type limitSet struct {
+	repo  repository.Repository
+	holds bool   // whether granted permits stay taken until Release
+	name  string // Event.Limit
+}
 
 // PolicyOption configures a Policy.
 type PolicyOption func(*Policy)
@@ -177,6 +187,30 @@ func WithClientIP(e keyextract.Extractor) PolicyOption {
 	}
 }
 
+// WithChargeAfter lets handlers charge their rule's cost caps once they
+// know what a request cost, with ChargeCost: the request that reaches the
+// handler of a rule with CostCaps then carries what ChargeCost needs in its
+// context. It costs the middleware a shallow copy of each such request
+// (http.Request.WithContext), so it is off by default.
+func WithChargeAfter() PolicyOption { return func(p *Policy) { p.chargeAfter = true } }
+
+// WithStorage sets where a policy's limits live, for example in a store
+// that a fleet of servers shares. f is called while the policy is
+// built: once for each rule's Limits, and once more for its CostCaps if it
+// has any, with those specs (already validated). It returns one repository,
+// keyed by the caller's key, that decides all of them at once, all or
+// nothing, per key: TryAcquire grants n of every spec or none, Release gives
+// n of each back. An error fails NewPolicy. The policy closes the
+// repositories f returned whenever it is closed (so their Close must be
+// idempotent, as the Policy's is), or when NewPolicy fails.
+//
+// The default keeps them in memory: one repository.Memory for the whole
+// policy, bounded by the config's MaxKeys and IdleTimeout, whose limiter for
+// a caller is a limiters.Chain of each spec's New().
+func WithStorage(f func(specs []limiters.Spec) (repository.Repository, error)) PolicyOption {
+	return func(p *Policy) { p.storage = f }
+}
+
 // PolicyError reports what is wrong with a policy: where (Path, a field
 // path such as plans.pro.endpoints["POST /api/ask"].limits[1], and, for a
 // policy file, File, Line and Column) and what (Err).
@@ -185,6 +219,8 @@ type PolicyError struct {
 	Line, Column int // 1-based; zero when unknown
 	Path         string
 	Err          error
+
+	path []seg // Path as segments, to find its position in a file
 }
 
 func (e *PolicyError) Error() string {
@@ -211,56 +247,90 @@ func (e *PolicyError) Error() string {
 
 func (e *PolicyError) Unwrap() error { return e.Err }
 
-// pathError builds a *PolicyError for a field path given as segments.
-func pathError(path []string, err error) *PolicyError {
-	return &PolicyError{Path: joinPath(path), Err: err}
+// seg is one step of a field path: a field name or map key, or a list
+// index.
+type seg struct {
+	key     string
+	index   int
+	isIndex bool
 }
 
-// joinPath writes path segments as plans.pro.endpoints["POST /x"].limits[1]:
-// a segment starting with '[' is an index or quoted key.
-func joinPath(path []string) string {
+func name(k string) seg { return seg{key: k} }
+func at(i int) seg      { return seg{index: i, isIndex: true} }
+
+// pathError builds a *PolicyError for a field path.
+func pathError(path []seg, err error) *PolicyError {
+	return &PolicyError{Path: joinPath(path), Err: err, path: path}
+}
+
+// joinPath writes a path as plans.pro.endpoints["POST /x"].limits[1]: a
+// key that is not a bare name is quoted (and truncated) in brackets.
+func joinPath(path []seg) string {
 	var b strings.Builder
 	for i, s := range path {
-		if i > 0 && !strings.HasPrefix(s, "[") {
-			b.WriteByte('.')
+		switch {
+		case s.isIndex:
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+		case bareName(s.key):
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.key)
+		default:
+			b.WriteString("[" + clip.Quote(s.key) + "]")
 		}
-		b.WriteString(s)
 	}
 	return b.String()
 }
 
-// keySeg is a path segment for a map key: a bare name when it is one, a
-// quoted key otherwise.
-func keySeg(k string) string {
+// bareName reports whether k can be written unquoted in a path.
+func bareName(k string) bool {
+	if k == "" || len(k) > clip.Max {
+		return false
+	}
 	for _, c := range k {
 		if !(c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'z') {
-			return "[" + strconv.Quote(k) + "]"
+			return false
 		}
 	}
-	if k == "" {
-		return `[""]`
-	}
-	return k
+	return true
 }
-
-func idxSeg(i int) string { return "[" + strconv.Itoa(i) + "]" }
 
 // NewPolicy compiles cfg into a Policy, or returns a *PolicyError naming
 // the first field that is wrong (plans, endpoints and lists are checked in
-// sorted order, so the error is always the same one). Nothing is half
-// built: on error there is no Policy.
+// sorted order, so the error is always the same one). Every limit is
+// validated and built once here, so that no request can find a limit that
+// fails to build. Nothing is half built: on error there is no Policy.
 func NewPolicy(cfg PolicyConfig, opts ...PolicyOption) (*Policy, error) {
 	p := &Policy{plans: make(map[string]*plan, len(cfg.Plans)), clientIP: keyextract.IP()}
 	for _, o := range opts {
 		o(p)
 	}
-	if len(cfg.Plans) == 0 {
-		return nil, pathError([]string{"plans"}, errors.New("no plans"))
+	if err := p.compile(cfg); err != nil {
+		_ = p.Close()
+		return nil, err
 	}
-	for _, name := range slices.Sorted(mapKeys(cfg.Plans)) {
+	return p, nil
+}
+
+func (p *Policy) compile(cfg PolicyConfig) error {
+	if len(cfg.Plans) == 0 {
+		return pathError([]seg{name("plans")}, errors.New("no plans"))
+	}
+	if cfg.MaxKeys < 0 {
+		return pathError([]seg{name("max_keys")}, fmt.Errorf("must not be negative, got %d", cfg.MaxKeys))
+	}
+	if cfg.IdleTimeout < 0 {
+		return pathError([]seg{name("idle_timeout")}, fmt.Errorf("must not be negative, got %v", cfg.IdleTimeout))
+	}
+	if p.storage == nil {
+		p.mem = newMemoryStore(cfg.MaxKeys, cfg.IdleTimeout)
+		p.storage = p.mem.add
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Plans)) {
 		pl, err := p.compilePlan(name, cfg.Plans[name])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		p.plans[name] = pl
 	}
@@ -268,55 +338,32 @@ func NewPolicy(cfg PolicyConfig, opts ...PolicyOption) (*Policy, error) {
 	case cfg.DefaultPlan != "":
 		p.defaultPlan = p.plans[cfg.DefaultPlan]
 		if p.defaultPlan == nil {
-			return nil, pathError([]string{"default_plan"}, fmt.Errorf("no plan named %q", cfg.DefaultPlan))
+			return pathError([]seg{name("default_plan")}, fmt.Errorf("no plan named %s", clip.Quote(cfg.DefaultPlan)))
 		}
 	case len(p.plans) == 1:
 		for _, pl := range p.plans {
 			p.defaultPlan = pl
 		}
 	default:
-		return nil, pathError([]string{"default_plan"}, errors.New("missing: with several plans, name the one for requests without a plan"))
+		return pathError([]seg{name("default_plan")}, errors.New("missing: with several plans, name the one for requests without a plan"))
 	}
 	var err error
 	if p.allow, err = parsePrefixes("allow", cfg.Allow); err != nil {
-		return nil, err
+		return err
 	}
-	if p.block, err = parsePrefixes("block", cfg.Block); err != nil {
-		return nil, err
-	}
-	if cfg.MaxKeys < 0 {
-		return nil, pathError([]string{"max_keys"}, fmt.Errorf("must not be negative, got %d", cfg.MaxKeys))
-	}
-	if cfg.IdleTimeout < 0 {
-		return nil, pathError([]string{"idle_timeout"}, fmt.Errorf("must not be negative, got %v", cfg.IdleTimeout))
-	}
-	maxKeys := cfg.MaxKeys
-	if maxKeys == 0 {
-		maxKeys = DefaultMaxKeys
-	}
-	p.repo = repository.NewMemory(p.newLimiter, repository.WithMaxKeys(maxKeys), repository.WithIdleTimeout(cfg.IdleTimeout))
-	return p, nil
+	p.block, err = parsePrefixes("block", cfg.Block)
+	return err
 }
 
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-func (p *Policy) compilePlan(name string, cp Plan) (*plan, error) {
-	path := []string{"plans", keySeg(name)}
-	if name == "" {
+func (p *Policy) compilePlan(planName string, cp Plan) (*plan, error) {
+	path := []seg{name("plans"), name(planName)}
+	if planName == "" {
 		return nil, pathError(path, errors.New("a plan needs a name"))
 	}
-	pl := &plan{name: name, mux: http.NewServeMux()}
-	for _, pattern := range slices.Sorted(mapKeys(cp.Endpoints)) {
-		epath := append(slices.Clip(path), "endpoints", keySeg(pattern))
-		r, err := p.compileRule(epath, name, pattern, cp.Endpoints[pattern])
+	pl := &plan{name: planName, mux: http.NewServeMux()}
+	for _, pattern := range slices.Sorted(maps.Keys(cp.Endpoints)) {
+		epath := append(slices.Clip(path), name("endpoints"), name(pattern))
+		r, err := p.compileRule(epath, pattern, cp.Endpoints[pattern])
 		if err != nil {
 			return nil, err
 		}
@@ -325,7 +372,7 @@ func (p *Policy) compilePlan(name string, cp Plan) (*plan, error) {
 		}
 	}
 	if cp.Default != nil {
-		r, err := p.compileRule(append(slices.Clip(path), "default"), name, "", *cp.Default)
+		r, err := p.compileRule(append(slices.Clip(path), name("default")), "", *cp.Default)
 		if err != nil {
 			return nil, err
 		}
@@ -351,53 +398,76 @@ func register(mux *http.ServeMux, pattern string, r *rule) (err error) {
 	return nil
 }
 
-func (p *Policy) compileRule(path []string, planName, endpoint string, cr Rule) (*rule, error) {
-	r := &rule{
-		index:    strconv.Itoa(len(p.rules)),
-		plan:     planName,
-		endpoint: endpoint,
-		action:   cr.Action,
-		maxDelay: cr.MaxDelay,
-	}
+func (p *Policy) compileRule(path []seg, endpoint string, cr Rule) (*rule, error) {
+	r := &rule{endpoint: endpoint, action: cr.Action, maxDelay: cr.MaxDelay}
 	if r.action == "" {
 		r.action = Block
 	}
 	switch r.action {
 	case Block, Shadow:
 		if cr.MaxDelay != 0 {
-			return nil, pathError(append(path, "max_delay"), fmt.Errorf("only the delay action takes a max_delay, and the action is %q", r.action))
+			return nil, pathError(append(path, name("max_delay")), fmt.Errorf("only the delay action takes a max_delay, and the action is %q", r.action))
 		}
 	case Delay:
 		if cr.MaxDelay <= 0 {
-			return nil, pathError(append(path, "max_delay"), fmt.Errorf("the delay action needs a positive max_delay such as \"2s\", got %v", cr.MaxDelay))
+			return nil, pathError(append(path, name("max_delay")), fmt.Errorf("the delay action needs a positive max_delay such as \"2s\", got %v", cr.MaxDelay))
 		}
 	default:
-		return nil, pathError(append(path, "action"), fmt.Errorf("unknown action %q; want block, delay or shadow", cr.Action))
+		return nil, pathError(append(path, name("action")), fmt.Errorf("unknown action %s; want block, delay or shadow", clip.Quote(string(cr.Action))))
+	}
+	var ok bool
+	if r.problem, ok = problemTypes[cr.Problem]; !ok {
+		return nil, pathError(append(path, name("problem")), fmt.Errorf("unknown problem type %s; want quota-exceeded, temporary-reduced-capacity or abnormal-usage-detected", clip.Quote(cr.Problem)))
 	}
 	if len(cr.Limits) == 0 && len(cr.CostCaps) == 0 {
 		return nil, pathError(path, errors.New("a rule needs limits or cost_caps"))
 	}
-	for i, s := range cr.Limits {
-		if err := s.Validate(); err != nil {
-			return nil, pathError(append(path, "limits", idxSeg(i)), err)
-		}
-		if s.Algorithm == limiters.AlgConcurrency {
-			r.conc = append(r.conc, s)
-		} else {
-			r.rate = append(r.rate, s)
-		}
+	var err error
+	if r.limits, err = p.compileSet(append(slices.Clip(path), name("limits")), limitRequests, cr.Limits); err != nil {
+		return nil, err
 	}
-	for i, s := range cr.CostCaps {
-		if err := s.Validate(); err != nil {
-			return nil, pathError(append(path, "cost_caps", idxSeg(i)), err)
-		}
-		if s.Algorithm == limiters.AlgConcurrency {
-			return nil, pathError(append(path, "cost_caps", idxSeg(i), "algorithm"), errors.New("a cost cap cannot be a concurrency limit"))
-		}
-		r.caps = append(r.caps, s)
+	r.caps, err = p.compileSet(append(slices.Clip(path), name("cost_caps")), limitCost, cr.CostCaps)
+	return r, err
+}
+
+// compileSet validates specs, builds each once (so that a spec whose
+// limiter cannot be built fails here, not on a request), and asks the
+// storage for their repository. It returns nil for no specs.
+func (p *Policy) compileSet(path []seg, setName string, specs []limiters.Spec) (*limitSet, error) {
+	if len(specs) == 0 {
+		return nil, nil
 	}
-	p.rules = append(p.rules, r)
-	return r, nil
+	holds := false
+	for i, s := range specs {
+		if setName == limitCost && s.Algorithm == limiters.AlgConcurrency {
+			return nil, pathError(append(path, at(i), name("algorithm")), errors.New("a cost cap cannot be a concurrency limit"))
+		}
+		l, err := build(s)
+		if err != nil {
+			return nil, pathError(append(path, at(i)), err)
+		}
+		holds = holds || limiters.HoldsPermits(l)
+		_ = l.Close()
+	}
+	repo, err := p.storage(slices.Clone(specs))
+	if err != nil {
+		return nil, pathError(path, fmt.Errorf("storage: %w", err))
+	}
+	set := &limitSet{repo: repo, holds: holds, name: setName}
+	p.sets = append(p.sets, set)
+	return set, nil
+}
+
+// build is s.New(), which validates s. It turns a panic of a limiter's
+// constructor into an error: defence in depth, since a spec that validates
+// should always build, and this is the one place a Policy builds limiters.
+func build(s limiters.Spec) (l limiters.Limiter, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			l, err = nil, fmt.Errorf("cannot build this limiter: %v", v)
+		}
+	}()
+	return s.New()
 }
 
 // parsePrefixes reads IP addresses and CIDR prefixes.
@@ -415,7 +485,7 @@ func parsePrefixes(field string, list []string) ([]netip.Prefix, error) {
 			pf = netip.PrefixFrom(a, a.BitLen())
 		}
 		if err != nil {
-			return nil, pathError([]string{field, idxSeg(i)}, fmt.Errorf("want an IP address or CIDR prefix, got %q", s))
+			return nil, pathError([]seg{name(field), at(i)}, fmt.Errorf("want an IP address or CIDR prefix, got %s", clip.Quote(s)))
 		}
 		pf = pf.Masked()
 		if a := pf.Addr(); a.Is4In6() && pf.Bits() >= 96 {
@@ -426,44 +496,28 @@ func parsePrefixes(field string, list []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// newLimiter is the repository's factory: key "<kind><rule index>|caller".
-func (p *Policy) newLimiter(key string) limiters.Limiter {
-	head, _, _ := strings.Cut(key, "|")
-	i, err := strconv.Atoi(head[1:])
-	if err != nil || i < 0 || i >= len(p.rules) {
-		panic("server: policy key of no rule: " + key) // cannot happen: we build the keys
-	}
-	r := p.rules[i]
-	var specs []limiters.Spec
-	switch head[0] {
-	case kindRate:
-		specs = r.rate
-	case kindConc:
-		specs = r.conc
-	default:
-		specs = r.caps
-	}
-	ls := make([]limiters.Limiter, len(specs))
-	for j, s := range specs {
-		l, err := s.New()
-		if err != nil {
-			panic("server: " + err.Error()) // cannot happen: validated
-		}
-		ls[j] = l
-	}
-	if len(ls) == 1 {
-		return ls[0]
-	}
-	return limiters.Chain(ls...)
-}
-
 // Close closes the policy's limiters; requests waiting under the Delay
 // action fail (the repository fails closed or open as WithFailOpen says).
 // It is idempotent.
-func (p *Policy) Close() error { return p.repo.Close() }
+func (p *Policy) Close() error {
+	var err error
+	for _, s := range p.sets {
+		err = errors.Join(err, s.repo.Close())
+	}
+	if p.mem != nil {
+		err = errors.Join(err, p.mem.mem.Close())
+	}
+	return err
+}
 
-// Len returns the number of limiters the policy holds (at most MaxKeys).
-func (p *Policy) Len() int { return p.repo.Len() }
+// Len returns the number of limiters the default storage holds (at most
+// MaxKeys), or -1 with WithStorage.
+func (p *Policy) Len() int {
+	if p.mem == nil {
+		return -1
+	}
+	return p.mem.mem.Len()
+}
 
 // planFor returns the request's plan.
 func (p *Policy) planFor(req keyextract.Request) *plan {

@@ -5,24 +5,23 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
+	"github.com/throttlekit/throttle/repository"
 )
 
 // Limit names in Event.Limit.
 const (
 	limitRequests = "requests"
-	limitInFlight = "in_flight"
 	limitCost     = "cost"
 )
 
-// stage is one of a rule's three chains, as charged for one request.
+// stage is one of a rule's sets of limits, as charged for one request.
 type stage struct {
-	kind  byte
-	name  string // Event.Limit
-	key   string
+	set   *limitSet
 	n     int
 	taken bool
 	d     limiters.Decision
@@ -32,7 +31,7 @@ type stage struct {
 type outcome struct {
 	admitted bool
 	delayed  bool
-	d        limiters.Decision // to advertise: the refusing stage's, else the request limits'
+	d        limiters.Decision // to advertise: the refusing stage's, else the first's
 	refused  *stage
 	detail   string
 	waitErr  error // why a Delay wait failed
@@ -68,37 +67,31 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 	if p.capCost != nil {
 		cost = max(p.capCost(req), 0)
 	}
-	var stages [3]stage
+	var stages [2]stage
 	ss := stages[:0]
-	if len(ru.conc) > 0 {
-		ss = append(ss, stage{kind: kindConc, name: limitInFlight, n: 1})
+	if ru.limits != nil {
+		ss = append(ss, stage{set: ru.limits, n: n})
 	}
-	if len(ru.rate) > 0 {
-		ss = append(ss, stage{kind: kindRate, name: limitRequests, n: n})
-	}
-	if len(ru.caps) > 0 {
-		ss = append(ss, stage{kind: kindCost, name: limitCost, n: cost})
-	}
-	for i := range ss {
-		ss[i].key = string(ss[i].kind) + ru.index + "|" + caller
+	if ru.caps != nil {
+		ss = append(ss, stage{set: ru.caps, n: cost})
 	}
 
 	var o outcome
 	if ru.action == Delay {
-		o = rl.policyWait(r.Context(), ru, ss)
+		o = policyWait(r.Context(), ru.maxDelay, caller, ss)
 	} else {
-		o = rl.policyTry(r.Context(), ss)
+		o = policyTry(r.Context(), caller, ss)
 	}
-	// Whatever was taken from a concurrency chain goes back exactly once,
-	// when next returns or panics, or now if the request is not admitted.
-	if held := &ss[0]; held.kind == kindConc && held.taken {
-		defer p.repo.Release(context.Background(), held.key, held.n)
+	// Permits held by the rule's limits go back exactly once, when next
+	// returns or panics (or already, if the request was not admitted).
+	if held := &ss[0]; held.taken && held.set.holds {
+		defer held.set.repo.Release(context.Background(), caller, held.n)
 	}
 	ev := Event{Key: caller, Plan: pl.name, Endpoint: ru.endpoint, Cost: n, Decision: o.d, Request: r}
 	if s := o.refused; s != nil {
-		ev.Limit, ev.Cost = s.name, s.n
-	} else if i := advertised(ss); i >= 0 {
-		ev.Limit, ev.Cost = ss[i].name, ss[i].n
+		ev.Limit, ev.Cost = s.set.name, s.n
+	} else {
+		ev.Limit, ev.Cost = ss[0].set.name, ss[0].n
 	}
 	if o.repoErr != nil {
 		ev.Err = o.repoErr
@@ -116,7 +109,7 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 		headers.Write(h, o.d, rl.style)
 		ev.Kind, ev.Err = EventRejected, o.waitErr
 		rl.emit(ev)
-		rl.reject(w, r, o.d, o.detail)
+		rl.reject(w, ev, ru.problem, o.detail)
 		return
 	}
 	if ru.action != Shadow {
@@ -130,101 +123,85 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 	if ru.action != Shadow {
 		for i := range ss {
 			if rl.isNear(ss[i].d) {
-				ev.Kind, ev.Limit, ev.Cost, ev.Decision = EventNearLimit, ss[i].name, ss[i].n, ss[i].d
+				ev.Kind, ev.Limit, ev.Cost, ev.Decision = EventNearLimit, ss[i].set.name, ss[i].n, ss[i].d
 				rl.nearLimit(h, ev)
 				break
 			}
 		}
 	}
+	if ru.caps != nil && p.chargeAfter {
+		r = r.WithContext(context.WithValue(r.Context(), chargeKey{}, &charge{repo: ru.caps.repo, key: caller}))
+	}
 	next.ServeHTTP(w, r)
 }
 
-// advertised is the index of the stage whose decision an admitted
-// request's fields show: the request limits', else the first.
-func advertised(ss []stage) int {
-	for i := range ss {
-		if ss[i].kind == kindRate {
-			return i
-		}
-	}
-	return 0
-}
-
 // policyTry charges each stage at once, in order, and stops at the first
-// that refuses; a concurrency permit already taken is given back then.
-func (rl *RateLimiter) policyTry(ctx context.Context, ss []stage) outcome {
-	repo := rl.policy.repo
+// that refuses; permits already taken are given back then.
+func policyTry(ctx context.Context, caller string, ss []stage) outcome {
 	for i := range ss {
 		s := &ss[i]
-		d, err := repo.TryAcquire(ctx, s.key, s.n)
-		if s.n == 0 {
-			d.Allowed = true // a peek: admitted, charged nothing
-		}
+		d, err := tryAcquire(ctx, s.set.repo, caller, s.n)
 		s.d = d
 		if err != nil {
-			rl.policyUndo(ss)
+			undo(caller, ss)
 			return outcome{repoErr: err}
 		}
 		if !d.Allowed {
-			rl.policyUndo(ss)
-			return outcome{d: d, refused: s, detail: stageDetail(s)}
+			undo(caller, ss)
+			return outcome{d: d, refused: s, detail: s.detail()}
 		}
 		s.taken = true
 	}
-	return outcome{admitted: true, d: ss[advertised(ss)].d}
+	return outcome{admitted: true, d: ss[0].d}
 }
 
-// policyWait waits for each stage in order, all within the rule's
-// MaxDelay, then peeks at each for the fields to advertise.
-func (rl *RateLimiter) policyWait(ctx context.Context, ru *rule, ss []stage) outcome {
-	repo := rl.policy.repo
-	ctx, cancel := context.WithTimeout(ctx, ru.maxDelay)
+// policyWait waits for each stage in order, all within maxDelay, then
+// peeks at each for the fields to advertise.
+func policyWait(ctx context.Context, maxDelay time.Duration, caller string, ss []stage) outcome {
+	ctx, cancel := context.WithTimeout(ctx, maxDelay)
 	defer cancel()
 	delayed := false
 	for i := range ss {
 		s := &ss[i]
+		repo := s.set.repo
 		// A try first: most requests are admitted at once, and then
 		// the decision is the one to advertise.
-		d, err := repo.TryAcquire(ctx, s.key, s.n)
-		if s.n == 0 {
-			d.Allowed = true // a peek: admitted, charged nothing
-		}
+		d, err := tryAcquire(ctx, repo, caller, s.n)
 		if err == nil && d.Allowed {
 			s.d, s.taken = d, true
 			continue
 		}
 		if err == nil && s.n > d.Limit {
-			rl.policyUndo(ss)
+			undo(caller, ss)
 			s.d = d
-			return outcome{d: d, refused: s, detail: stageDetail(s)}
+			return outcome{d: d, refused: s, detail: s.detail()}
 		}
 		if err == nil {
-			err = repo.Acquire(ctx, s.key, s.n)
+			err = repo.Acquire(ctx, caller, s.n)
 		}
 		if err != nil {
-			rl.policyUndo(ss)
-			peek, perr := repo.TryAcquire(context.WithoutCancel(ctx), s.key, 0)
-			if waitRefusal(err) {
-				d := limiters.Decision{Limit: peek.Limit, ResetAfter: peek.ResetAfter, RetryAfter: ru.maxDelay}
-				var re *limiters.RejectedError
-				if errors.As(err, &re) {
-					d.RetryAfter = re.RetryAfter
-				}
-				s.d = d
-				o := outcome{d: d, refused: s, waitErr: err, detail: stageDetail(s)}
-				if errors.Is(err, limiters.ErrExceedsLimit) {
-					o.detail = "the request costs " + strconv.Itoa(s.n) + ", more than the " + s.name + " limit of " + strconv.Itoa(peek.Limit) + " allows at once"
-				} else if perr == nil && !errors.Is(err, limiters.ErrQueueFull) && !errors.As(err, &re) {
-					o.detail = "the " + s.name + " limit was not freed within " + ru.maxDelay.String()
-				}
-				return o
+			undo(caller, ss)
+			if !waitRefusal(err) {
+				return outcome{repoErr: err}
 			}
-			return outcome{repoErr: err}
+			peek, perr := repo.TryAcquire(context.WithoutCancel(ctx), caller, 0)
+			s.d = limiters.Decision{Limit: peek.Limit, ResetAfter: peek.ResetAfter, RetryAfter: maxDelay}
+			var re *limiters.RejectedError
+			if errors.As(err, &re) {
+				s.d.RetryAfter = re.RetryAfter
+			}
+			o := outcome{d: s.d, refused: s, waitErr: err, detail: s.detail()}
+			if errors.Is(err, limiters.ErrExceedsLimit) {
+				o.detail = exceedsDetail(s.n, peek.Limit, s.set.name)
+			} else if perr == nil && !errors.Is(err, limiters.ErrQueueFull) && re == nil {
+				o.detail = "the " + s.set.name + " limit was not freed within " + maxDelay.String()
+			}
+			return o
 		}
 		s.taken, delayed = true, true
-		s.d, _ = repo.TryAcquire(context.WithoutCancel(ctx), s.key, 0)
+		s.d, _ = repo.TryAcquire(context.WithoutCancel(ctx), caller, 0)
 	}
-	return outcome{admitted: true, delayed: delayed, d: ss[advertised(ss)].d}
+	return outcome{admitted: true, delayed: delayed, d: ss[0].d}
 }
 
 // waitRefusal reports whether a wait's error is the limiter's refusal (or
@@ -235,27 +212,46 @@ func waitRefusal(err error) bool {
 		errors.Is(err, context.Canceled)
 }
 
-// policyUndo gives back a concurrency permit taken by a request that will
-// not be admitted. (Rate and cost permits cannot be given back: they
-// count.)
-func (rl *RateLimiter) policyUndo(ss []stage) {
-	if s := &ss[0]; s.kind == kindConc && s.taken {
-		_ = rl.policy.repo.Release(context.Background(), s.key, s.n)
-		s.taken = false
+// undo gives back the permits held by the stages already taken of a
+// request that will not be admitted. (Rate and cost permits cannot be given
+// back: they count.)
+func undo(caller string, ss []stage) {
+	for i := range ss {
+		if s := &ss[i]; s.taken && s.set.holds {
+			_ = s.set.repo.Release(context.Background(), caller, s.n)
+			s.taken = false
+		}
 	}
 }
 
-// stageDetail is the problem detail of a refusal by s.
-func stageDetail(s *stage) string {
-	d := s.d
-	if d.Limit > 0 && s.n > d.Limit {
-		return "the request costs " + strconv.Itoa(s.n) + ", more than the " + s.name + " limit of " + strconv.Itoa(d.Limit) + " allows at once"
+// detail is the problem detail of a refusal by s.
+func (s *stage) detail() string {
+	if msg := exceedsDetail(s.n, s.d.Limit, s.set.name); msg != "" || s.set.name != limitCost {
+		return msg
 	}
-	switch s.kind {
-	case kindConc:
-		return "too many requests in flight: the limit is " + strconv.Itoa(d.Limit)
-	case kindCost:
-		return "cost cap of " + strconv.Itoa(d.Limit) + " exceeded by a request costing " + strconv.Itoa(s.n) + "; retry after " + strconv.FormatInt(retrySeconds(d.RetryAfter), 10) + "s"
+	return "cost cap of " + strconv.Itoa(s.d.Limit) + " exceeded by a request costing " + strconv.Itoa(s.n) + "; retry after " + strconv.FormatInt(retrySeconds(s.d.RetryAfter), 10) + "s"
+}
+
+// tryAcquire is repo.TryAcquire with the rule for a request that costs
+// nothing: it is a peek, admitted, charged nothing, whatever the limiter's
+// state.
+func tryAcquire(ctx context.Context, repo repository.Repository, key string, n int) (limiters.Decision, error) {
+	d, err := repo.TryAcquire(ctx, key, n)
+	if n == 0 {
+		d.Allowed = true
 	}
-	return ""
+	return d, err
+}
+
+// exceedsDetail explains a rejection of a request that costs n, more than
+// a limit of limit could ever grant, or returns "" when n is within it.
+// name says which limit ("requests", "cost"), or is empty.
+func exceedsDetail(n, limit int, name string) string {
+	if limit <= 0 || n <= limit {
+		return ""
+	}
+	if name != "" {
+		name = " " + name
+	}
+	return "the request costs " + strconv.Itoa(n) + ", more than the" + name + " limit of " + strconv.Itoa(limit) + " allows at once"
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/throttlekit/throttle/internal/clip"
 )
 
 // LoadPolicy reads a policy file, JSON if its name ends in ".json" and YAML
@@ -45,59 +47,64 @@ import (
 //	          - {algorithm: concurrency, limit: 5}
 //	        cost_caps:
 //	          - {algorithm: fixed_window, limit: 100000, window: 1h}
+//	      "POST /api/export":
+//	        problem: temporary-reduced-capacity # 503 (default: quota-exceeded, 429)
+//	        limits:
+//	          - {algorithm: concurrency, limit: 1}
 //	  pro:
 //	    default:
 //	      limits:
 //	        - {algorithm: token_bucket, rate: 100/s, limit: 200}
 //
-// Unknown fields are errors, as are numbers where durations belong (60 is
-// not a minute) and rules that fail limiters.Spec.Validate.
+// Unknown or repeated fields and keys are errors, as are numbers where
+// durations belong (60 is not a minute) and rules that fail
+// limiters.Spec.Validate. At most MaxPolicySize bytes are read, and at most
+// MaxPolicyNodes nodes decoded.
 func LoadPolicy(path string, opts ...PolicyOption) (*Policy, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("server: policy: %w", err)
 	}
-	var cfg PolicyConfig
+	defer f.Close()
+	// Read one byte past the cap, to tell a file at the cap from a larger one.
+	data, err := io.ReadAll(io.LimitReader(f, MaxPolicySize+1))
+	if err != nil {
+		return nil, fmt.Errorf("server: policy: %w", err)
+	}
+	format := "yaml"
 	if strings.EqualFold(filepath.Ext(path), ".json") {
-		cfg, err = decodeJSON(data)
-	} else {
-		cfg, err = decodeYAML(data)
+		format = "json"
 	}
-	if err == nil {
-		var p *Policy
-		if p, err = NewPolicy(cfg, opts...); err == nil {
-			return p, nil
-		}
-		err = locate(data, err)
-	}
+	p, err := ParsePolicy(data, format, opts...)
 	if pe, ok := err.(*PolicyError); ok {
 		pe.File = path
 	}
-	return nil, err
+	return p, err
 }
 
-// ParsePolicyYAML compiles a policy from YAML; see LoadPolicy.
-func ParsePolicyYAML(data []byte, opts ...PolicyOption) (*Policy, error) {
-	cfg, err := decodeYAML(data)
+// MaxPolicySize is the largest policy file, in bytes, that LoadPolicy,
+// ParsePolicy and DecodePolicyConfig read: 1 MiB. A larger one is a
+// *PolicyError, and nothing of it is parsed.
+const MaxPolicySize = 1 << 20
+
+// MaxPolicyNodes bounds the YAML (or JSON) nodes of a policy, counted with
+// every alias expanded as often as it is used: 262,144. Aliases are welcome
+// (one list of limits shared by several endpoints), but a document whose
+// expansion exceeds the bound (the "billion laughs" of nested aliases) is a
+// *PolicyError, found in time linear in its size.
+const MaxPolicyNodes = 1 << 18
+
+// ParsePolicy compiles a policy from data in format "yaml" (or "yml") or
+// "json", checked as LoadPolicy checks a file; see LoadPolicy for the
+// format.
+func ParsePolicy(data []byte, format string, opts ...PolicyOption) (*Policy, error) {
+	cfg, root, err := decode(data, format)
 	if err != nil {
 		return nil, err
 	}
 	p, err := NewPolicy(cfg, opts...)
 	if err != nil {
-		return nil, locate(data, err)
-	}
-	return p, nil
-}
-
-// ParsePolicyJSON compiles a policy from JSON; see LoadPolicy.
-func ParsePolicyJSON(data []byte, opts ...PolicyOption) (*Policy, error) {
-	cfg, err := decodeJSON(data)
-	if err != nil {
-		return nil, err
-	}
-	p, err := NewPolicy(cfg, opts...)
-	if err != nil {
-		return nil, locate(data, err)
+		return nil, locate(root, err)
 	}
 	return p, nil
 }
@@ -105,19 +112,34 @@ func ParsePolicyJSON(data []byte, opts ...PolicyOption) (*Policy, error) {
 // DecodePolicyConfig reads a PolicyConfig from JSON (format "json") or YAML
 // ("yaml"), checking it as LoadPolicy does except for NewPolicy's checks.
 func DecodePolicyConfig(data []byte, format string) (PolicyConfig, error) {
-	switch strings.ToLower(format) {
-	case "json":
-		return decodeJSON(data)
-	case "yaml", "yml":
-		return decodeYAML(data)
-	}
-	return PolicyConfig{}, fmt.Errorf("server: policy: unknown format %q; want json or yaml", format)
+	cfg, _, err := decode(data, format)
+	return cfg, err
 }
 
-// decodeJSON checks that data is strict JSON (with the line and column of a
-// syntax error) and then decodes it as YAML, of which JSON is a subset, so
+// decode reads and checks a PolicyConfig, and returns the document's root
+// node too, for locate.
+func decode(data []byte, format string) (PolicyConfig, *yaml.Node, error) {
+	format = strings.ToLower(format)
+	switch format {
+	case "json", "yaml", "yml":
+	default:
+		return PolicyConfig{}, nil, fmt.Errorf("server: policy: unknown format %s; want json or yaml", clip.Quote(format))
+	}
+	if len(data) > MaxPolicySize {
+		return PolicyConfig{}, nil, &PolicyError{Err: fmt.Errorf("larger than MaxPolicySize (%d bytes)", MaxPolicySize)}
+	}
+	if format == "json" {
+		if err := checkJSON(data); err != nil {
+			return PolicyConfig{}, nil, err
+		}
+	}
+	return decodeYAML(data)
+}
+
+// checkJSON checks that data is strict JSON (with the line and column of a
+// syntax error). It is then decoded as YAML, of which JSON is a subset, so
 // that both formats share one decoder, one set of checks and positions.
-func decodeJSON(data []byte) (PolicyConfig, error) {
+func checkJSON(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -135,12 +157,12 @@ func decodeJSON(data []byte) (PolicyConfig, error) {
 			err = errors.New("empty or truncated JSON")
 		}
 		line, col := lineCol(data, off)
-		return PolicyConfig{}, &PolicyError{Line: line, Column: col, Err: err}
+		return &PolicyError{Line: line, Column: col, Err: err}
 	}
 	if _, ok := v.(map[string]any); !ok {
-		return PolicyConfig{}, &PolicyError{Line: 1, Column: 1, Err: errors.New("want a JSON object")}
+		return &PolicyError{Line: 1, Column: 1, Err: errors.New("want a JSON object")}
 	}
-	return decodeYAML(data)
+	return nil
 }
 
 // lineCol converts a byte offset into a 1-based line and column.
@@ -152,38 +174,32 @@ func lineCol(data []byte, off int64) (int, int) {
 	return line, col
 }
 
-func decodeYAML(data []byte) (PolicyConfig, error) {
+func decodeYAML(data []byte) (PolicyConfig, *yaml.Node, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return PolicyConfig{}, yamlError(err)
+		return PolicyConfig{}, nil, yamlError(err)
 	}
 	if len(root.Content) == 0 {
-		return PolicyConfig{}, &PolicyError{Line: 1, Column: 1, Err: errors.New("empty policy")}
+		return PolicyConfig{}, nil, &PolicyError{Line: 1, Column: 1, Err: errors.New("empty policy")}
 	}
 	doc := root.Content[0]
 	if doc.Kind != yaml.MappingNode {
-		return PolicyConfig{}, &PolicyError{Line: doc.Line, Column: doc.Column, Err: errors.New("want a mapping of policy fields")}
-	}
-	if err := check(doc, reflect.TypeFor[PolicyConfig](), nil); err != nil {
-		return PolicyConfig{}, err
+		return PolicyConfig{}, nil, &PolicyError{Line: doc.Line, Column: doc.Column, Err: errors.New("want a mapping of policy fields")}
 	}
 	var cfg PolicyConfig
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		return PolicyConfig{}, yamlError(err) // check should have caught it
+	d := decoder{budget: MaxPolicyNodes}
+	if err := d.decode(doc, reflect.ValueOf(&cfg).Elem()); err != nil {
+		pe := err.(*PolicyError)
+		slices.Reverse(pe.path) // gathered from the failing node up
+		pe.Path = joinPath(pe.path)
+		return PolicyConfig{}, nil, pe
 	}
-	return cfg, nil
+	return cfg, doc, nil
 }
 
 // yamlError turns yaml.v3's "yaml: line 3: ..." into a *PolicyError.
 func yamlError(err error) error {
-	msg := err.Error()
-	var te *yaml.TypeError
-	if errors.As(err, &te) && len(te.Errors) > 0 {
-		msg = te.Errors[0]
-	}
-	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	pe := &PolicyError{}
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if num, tail, ok := strings.Cut(rest, ":"); ok {
@@ -201,37 +217,52 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// check walks a YAML node against the Go type it will decode into, and
-// reports the first mismatch with its field path and position: unknown
-// fields, numbers for durations, malformed rates, wrong kinds of values.
-func check(n *yaml.Node, t reflect.Type, path []string) error {
+// decoder decodes a YAML node tree into the Go value of a policy, strictly:
+// it reports the first mismatch with its field path and position (unknown
+// or repeated fields, numbers for durations, malformed rates, wrong kinds of
+// values). It is ours rather than yaml.v3's Decode for two bounds: budget is
+// how many more nodes it may visit, each alias counted at every use, so
+// nested aliases cost at most MaxPolicyNodes visits; and repeated keys are
+// found with a map, where yaml.v3 compares every pair of a mapping's keys.
+type decoder struct{ budget int }
+
+// decode decodes n into v, which is settable and zero. Its error is a
+// *PolicyError whose path is gathered as the recursion unwinds, from the
+// failing node up (see within), so that the walk allocates no paths.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value) error {
 	fail := func(format string, args ...any) error {
-		return &PolicyError{Line: n.Line, Column: n.Column, Path: joinPath(path), Err: fmt.Errorf(format, args...)}
+		return &PolicyError{Line: n.Line, Column: n.Column, Err: fmt.Errorf(format, args...)}
+	}
+	if d.budget--; d.budget < 0 {
+		return fail("more than MaxPolicyNodes (%d) YAML nodes once aliases are expanded", MaxPolicyNodes)
 	}
 	if n.Kind == yaml.AliasNode {
-		return check(n.Alias, t, path)
+		return d.decode(n.Alias, v)
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	if v.Kind() == reflect.Pointer {
+		v.Set(reflect.New(v.Type().Elem()))
+		v = v.Elem()
 	}
+	t := v.Type()
 	switch {
 	case t == durationType:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 			return fail("want a duration string such as \"1m\" or \"2s\", got %s", describe(n))
 		}
-		if _, err := time.ParseDuration(n.Value); err != nil {
-			return fail("want a duration such as \"1m\" or \"2s\", got %q", n.Value)
+		dur, err := time.ParseDuration(n.Value)
+		if err != nil {
+			return fail("want a duration such as \"1m\" or \"2s\", got %s", clip.Quote(n.Value))
 		}
+		v.SetInt(int64(dur))
 		return nil
 	case reflect.PointerTo(t).Implements(textUnmarshalerType):
 		if n.Kind != yaml.ScalarNode {
 			return fail("want a string, got %s", describe(n))
 		}
-		v := reflect.New(t).Interface().(encoding.TextUnmarshaler)
-		if err := v.UnmarshalText([]byte(n.Value)); err != nil {
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
 			return fail("%v", err)
 		}
 		return nil
@@ -241,51 +272,77 @@ func check(n *yaml.Node, t reflect.Type, path []string) error {
 		if n.Kind != yaml.MappingNode {
 			return fail("want a mapping, got %s", describe(n))
 		}
+		var seen uint64 // by field index
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
+			k := n.Content[i]
 			f, ok := fieldByTag(t, k.Value)
 			if !ok {
-				return &PolicyError{Line: k.Line, Column: k.Column, Path: joinPath(path), Err: fmt.Errorf("unknown field %q; want one of %s", k.Value, strings.Join(fieldNames(t), ", "))}
+				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("unknown field %s; want one of %s", clip.Quote(k.Value), strings.Join(fieldNames(t), ", "))}
 			}
-			if err := check(v, f.Type, append(slices.Clip(path), k.Value)); err != nil {
-				return err
+			if seen&(1<<f) != 0 {
+				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("field %s given twice", clip.Quote(k.Value))}
+			}
+			seen |= 1 << f
+			if err := d.decode(n.Content[i+1], v.Field(f)); err != nil {
+				return within(err, name(k.Value))
 			}
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			return fail("want a mapping, got %s", describe(n))
 		}
+		v.Set(reflect.MakeMapWithSize(t, len(n.Content)/2))
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
+			k := n.Content[i]
 			if k.Kind != yaml.ScalarNode {
 				return fail("want string keys")
 			}
-			if err := check(v, t.Elem(), append(slices.Clip(path), keySeg(k.Value))); err != nil {
-				return err
+			key := reflect.ValueOf(k.Value)
+			if v.MapIndex(key).IsValid() {
+				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("key %s given twice", clip.Quote(k.Value))}
 			}
+			elem := reflect.New(t.Elem()).Elem()
+			if err := d.decode(n.Content[i+1], elem); err != nil {
+				return within(err, name(k.Value))
+			}
+			v.SetMapIndex(key, elem)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			return fail("want a list, got %s", describe(n))
 		}
-		for i, v := range n.Content {
-			if err := check(v, t.Elem(), append(slices.Clip(path), idxSeg(i))); err != nil {
-				return err
+		v.Set(reflect.MakeSlice(t, len(n.Content), len(n.Content)))
+		for i, e := range n.Content {
+			if err := d.decode(e, v.Index(i)); err != nil {
+				return within(err, at(i))
 			}
 		}
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 			return fail("want a string, got %s", describe(n))
 		}
+		v.SetString(n.Value)
 	case reflect.Int:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 			return fail("want an integer, got %s", describe(n))
 		}
-		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, strconv.IntSize); err != nil {
-			return fail("want an integer, got %s", n.Value)
+		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, strconv.IntSize)
+		if err != nil {
+			return fail("want an integer, got %s", clip.String(n.Value))
 		}
+		v.SetInt(i)
+	default:
+		return fail("cannot decode into %s", t) // no such field in a PolicyConfig
 	}
 	return nil
+}
+
+// within adds s, the step that led to a failing node, to the path of
+// decode's error.
+func within(err error, s seg) error {
+	pe := err.(*PolicyError)
+	pe.path = append(pe.path, s)
+	return err
 }
 
 // describe names what a node holds, for error messages.
@@ -298,22 +355,21 @@ func describe(n *yaml.Node) string {
 	}
 	switch n.Tag {
 	case "!!int", "!!float":
-		return "the number " + n.Value
+		return "the number " + clip.String(n.Value)
 	case "!!bool":
-		return "the boolean " + n.Value
+		return "the boolean " + clip.String(n.Value)
 	}
-	return strconv.Quote(n.Value)
+	return clip.Quote(n.Value)
 }
 
-// fieldByTag finds t's field whose yaml tag is name.
-func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+// fieldByTag finds the index of t's field whose yaml tag is name.
+func fieldByTag(t reflect.Type, name string) (int, bool) {
 	for i := range t.NumField() {
-		f := t.Field(i)
-		if tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); tag == name && tag != "-" {
-			return f, true
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag == name && tag != "-" {
+			return i, true
 		}
 	}
-	return reflect.StructField{}, false
+	return 0, false
 }
 
 func fieldNames(t reflect.Type) []string {
@@ -327,19 +383,15 @@ func fieldNames(t reflect.Type) []string {
 }
 
 // locate adds the file position of a NewPolicy error's path, found by
-// walking the document's nodes.
-func locate(data []byte, err error) error {
+// walking the document's nodes from doc.
+func locate(doc *yaml.Node, err error) error {
 	pe, ok := err.(*PolicyError)
 	if !ok || pe.Line > 0 {
 		return err
 	}
-	var root yaml.Node
-	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
-		return err
-	}
-	n := root.Content[0]
-	for _, seg := range splitPath(pe.Path) {
-		next := child(n, seg)
+	n := doc
+	for _, s := range pe.path {
+		next := child(n, s)
 		if next == nil {
 			break
 		}
@@ -349,59 +401,22 @@ func locate(data []byte, err error) error {
 	return pe
 }
 
-// splitPath undoes joinPath.
-func splitPath(p string) []string {
-	var segs []string
-	for p != "" {
-		switch {
-		case p[0] == '.':
-			p = p[1:]
-		case p[0] == '[':
-			end := 1
-			if len(p) > 1 && p[1] == '"' {
-				// A quoted key: find its closing quote.
-				if q, err := strconv.QuotedPrefix(p[1:]); err == nil {
-					end = 1 + len(q)
-				}
-			}
-			i := strings.IndexByte(p[end:], ']')
-			if i < 0 {
-				return append(segs, p)
-			}
-			segs = append(segs, p[:end+i+1])
-			p = p[end+i+1:]
-		default:
-			i := strings.IndexAny(p, ".[")
-			if i < 0 {
-				i = len(p)
-			}
-			segs = append(segs, p[:i])
-			p = p[i:]
-		}
+// child is n's member named by s, or nil.
+func child(n *yaml.Node, s seg) *yaml.Node {
+	for n.Kind == yaml.AliasNode {
+		n = n.Alias
 	}
-	return segs
-}
-
-// child is n's member named by a path segment, or nil.
-func child(n *yaml.Node, seg string) *yaml.Node {
-	key := seg
-	if strings.HasPrefix(seg, "[") {
-		inner := seg[1 : len(seg)-1]
-		if i, err := strconv.Atoi(inner); err == nil {
-			if n.Kind == yaml.SequenceNode && i >= 0 && i < len(n.Content) {
-				return n.Content[i]
-			}
-			return nil
+	if s.isIndex {
+		if n.Kind == yaml.SequenceNode && s.index < len(n.Content) {
+			return n.Content[s.index]
 		}
-		if u, err := strconv.Unquote(inner); err == nil {
-			key = u
-		}
+		return nil
 	}
 	if n.Kind != yaml.MappingNode {
 		return nil
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
+		if n.Content[i].Value == s.key {
 			return n.Content[i+1]
 		}
 	}

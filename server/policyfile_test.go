@@ -141,7 +141,7 @@ func TestPolicyFileErrors(t *testing.T) {
 	}
 	for _, c := range yamlCases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := server.ParsePolicyYAML([]byte(c.body))
+			p, err := server.ParsePolicy([]byte(c.body), "yaml")
 			require.Error(t, err)
 			assert.Nil(t, p)
 			assert.Contains(t, err.Error(), c.want)
@@ -166,7 +166,7 @@ func TestPolicyFileErrors(t *testing.T) {
 	}
 	for _, c := range jsonCases {
 		t.Run("json "+c.name, func(t *testing.T) {
-			p, err := server.ParsePolicyJSON([]byte(c.body))
+			p, err := server.ParsePolicy([]byte(c.body), "json")
 			require.Error(t, err)
 			assert.Nil(t, p)
 			assert.Contains(t, err.Error(), c.want)
@@ -193,4 +193,14 @@ func TestPolicyFromGoValues(t *testing.T) {
 	})
 	_, err := server.NewPolicy(server.PolicyConfig{})
 	assert.EqualError(t, err, "server: policy: plans: no plans")
+}
+
+func TestPolicyFileRepeatedKeys(t *testing.T) {
+	for body, want := range map[string]string{
+		"plans:\n  p: {default: {limits: [{algorithm: concurrency, limit: 1}]}}\n  p: {default: {limits: [{algorithm: concurrency, limit: 2}]}}\n": `server: policy:3:3: plans: key "p" given twice`,
+		"plans: {p: {default: {limits: [{algorithm: concurrency, limit: 1, limit: 2}]}}}\n":                                                        `server: policy:1:67: plans.p.default.limits[0]: field "limit" given twice`,
+	} {
+		_, err := server.ParsePolicy([]byte(body), "yaml")
+		assert.EqualError(t, err, want)
+	}
 }

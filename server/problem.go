@@ -9,9 +9,21 @@ import (
 	"github.com/throttlekit/throttle/limiters"
 )
 
-// ProblemTypeQuotaExceeded is the problem type of a rate-limit rejection,
-// registered by draft-ietf-httpapi-ratelimit-headers.
-const ProblemTypeQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+// The problem types of draft-ietf-httpapi-ratelimit-headers, each with the
+// violated-policies member.
+const (
+	// ProblemTypeQuotaExceeded: the client exceeded its quota (429). The
+	// type of every rejection unless a Rule's Problem or WithProblemType
+	// says otherwise.
+	ProblemTypeQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	// ProblemTypeTemporaryReducedCapacity: the service cannot serve the
+	// request for now, whatever the client's quota (503 Service
+	// Unavailable).
+	ProblemTypeTemporaryReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+	// ProblemTypeAbnormalUsageDetected: the client's requests are deemed
+	// abnormal (429).
+	ProblemTypeAbnormalUsageDetected = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+)
 
 // Problem is an RFC 9457 problem details object, with the members a
 // rate-limit rejection adds: retry_after (seconds) and, as the IETF
@@ -49,6 +61,26 @@ func RateLimited(d limiters.Decision, detail string) Problem {
 		RetryAfter:       retry,
 		ViolatedPolicies: defaultPolicy,
 	}
+}
+
+// WithType returns p as a rejection of problem type typ, one of the
+// ProblemType constants: the type, and the status and title that go with
+// it (503 Service Unavailable for ProblemTypeTemporaryReducedCapacity, 429
+// Too Many Requests otherwise). Other members are kept.
+func (p Problem) WithType(typ string) Problem {
+	p.Type, p.Status, p.Title = typ, http.StatusTooManyRequests, "Too Many Requests"
+	if typ == ProblemTypeTemporaryReducedCapacity {
+		p.Status, p.Title = http.StatusServiceUnavailable, "Service Unavailable"
+	}
+	return p
+}
+
+// problemTypes maps the short names a policy file uses to problem types.
+var problemTypes = map[string]string{
+	"":                           ProblemTypeQuotaExceeded,
+	"quota-exceeded":             ProblemTypeQuotaExceeded,
+	"temporary-reduced-capacity": ProblemTypeTemporaryReducedCapacity,
+	"abnormal-usage-detected":    ProblemTypeAbnormalUsageDetected,
 }
 
 // retrySeconds is how Retry-After says d: whole seconds, rounded up, at

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"strconv"
 
 	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/keyextract"
@@ -34,16 +33,18 @@ var ErrNoRepository = errors.New("server: no repository")
 // A RateLimiter is safe for concurrent use. It holds no goroutines and needs
 // no Close; close the repository (or Policy) it was given when done.
 type RateLimiter struct {
-	repo       repository.Repository
-	key        keyextract.Extractor
-	anon       string
-	style      headers.Style
-	cost       func(keyextract.Request) int
-	onRejected func(http.ResponseWriter, *http.Request, limiters.Decision)
-	failOpen   bool
-	observe    func(Event)
-	near       nearLimit
-	policy     *Policy
+	repo        repository.Repository
+	key         keyextract.Extractor
+	anon        string
+	style       headers.Style
+	cost        func(keyextract.Request) int
+	onRejected  func(http.ResponseWriter, *http.Request, limiters.Decision)
+	failOpen    bool
+	observe     func(Event)
+	near        nearLimit
+	policy      *Policy
+	holds       bool // whether repo's permits stay taken until Release
+	problemType func(Event) string
 }
 
 // nearLimit is the "near limit" signal: a threshold in per-mille (integer
@@ -92,12 +93,24 @@ func WithOnRejected(f func(w http.ResponseWriter, r *http.Request, d limiters.De
 	return func(rl *RateLimiter) { rl.onRejected = f }
 }
 
-// WithFailOpen says what happens when the repository fails (Redis down, a
-// closed repository, repository.ErrTooManyKeys): fail open (true, the
-// default) admits the request without rate-limit fields, so an outage of the
-// limiter is not an outage of the API; fail closed (false) answers 503
-// Service Unavailable. Either way the observer sees an EventError.
+// WithFailOpen says what happens when the repository fails (a closed
+// repository, repository.ErrTooManyKeys, a remote store that does not
+// answer): fail open (true, the default) admits the request without
+// rate-limit fields, so an outage of the limiter is not an outage of the
+// API; fail closed (false) answers 503 Service Unavailable. Either way the
+// observer sees an EventError.
 func WithFailOpen(open bool) Option { return func(rl *RateLimiter) { rl.failOpen = open } }
+
+// WithProblemType lets f choose the problem type of each rejection, seeing
+// its Event (kind EventRejected): ProblemTypeTemporaryReducedCapacity
+// during an incident, say, or ProblemTypeAbnormalUsageDetected for a
+// caller an abuse detector flagged. An empty result keeps the type the
+// rejection had: ProblemTypeQuotaExceeded, or a policy Rule's Problem. The
+// body is as RateLimited writes it, with Problem.WithType's status and
+// title. WithOnRejected, if given, writes the response instead.
+func WithProblemType(f func(Event) string) Option {
+	return func(rl *RateLimiter) { rl.problemType = f }
+}
 
 // WithObserver calls f for every decision (see Event), synchronously, on the
 // request's goroutine: f must be fast and safe for concurrent use.
@@ -143,6 +156,10 @@ func New(repo repository.Repository, opts ...Option) *RateLimiter {
 	}
 	if rl.repo == nil && rl.policy == nil {
 		panic("server: New: nil repository and no policy")
+	}
+	rl.holds = true
+	if h, ok := rl.repo.(limiters.PermitHolder); ok {
+		rl.holds = h.HoldsPermits()
 	}
 	return rl
 }
@@ -265,19 +282,17 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 		return
 	}
 	n := rl.weight(req)
-	d, err := rl.repo.TryAcquire(r.Context(), key, n)
+	d, err := tryAcquire(r.Context(), rl.repo, key, n)
 	if err != nil {
 		rl.failed(w, r, next, Event{Key: key, Cost: n, Err: err, Request: r})
 		return
 	}
-	if n == 0 {
-		d.Allowed = true // a peek: admitted, charged nothing
-	}
 	h := w.Header()
 	headers.Write(h, rl.advertise(r.Context(), key, d), rl.style)
 	if !d.Allowed {
-		rl.emit(Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r})
-		rl.reject(w, r, d, exceedsDetail(n, d))
+		ev := Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r}
+		rl.emit(ev)
+		rl.reject(w, ev, ProblemTypeQuotaExceeded, exceedsDetail(n, d.Limit, ""))
 		return
 	}
 	if rl.observe != nil {
@@ -286,19 +301,10 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 	if rl.isNear(d) {
 		rl.nearLimit(h, Event{Kind: EventNearLimit, Key: key, Cost: n, Decision: d, Request: r})
 	}
-	if n > 0 {
+	if n > 0 && rl.holds {
 		defer rl.repo.Release(context.Background(), key, n)
 	}
 	next.ServeHTTP(w, r)
-}
-
-// exceedsDetail explains a rejection of a request that could never be
-// admitted, or returns "" for an ordinary rejection.
-func exceedsDetail(n int, d limiters.Decision) string {
-	if d.Limit > 0 && n > d.Limit {
-		return "the request costs " + strconv.Itoa(n) + ", more than the limit of " + strconv.Itoa(d.Limit) + " allows at once"
-	}
-	return ""
 }
 
 func (rl *RateLimiter) emit(ev Event) {
@@ -326,11 +332,18 @@ func (rl *RateLimiter) failed(w http.ResponseWriter, r *http.Request, next http.
 	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Detail: "the rate limiter is unavailable"})
 }
 
-// reject answers a rejected request; the rate-limit fields are already set.
-func (rl *RateLimiter) reject(w http.ResponseWriter, r *http.Request, d limiters.Decision, detail string) {
+// reject answers a rejected request, described by ev, with problem type
+// typ unless WithProblemType says otherwise; the rate-limit fields are
+// already set.
+func (rl *RateLimiter) reject(w http.ResponseWriter, ev Event, typ, detail string) {
 	if rl.onRejected != nil {
-		rl.onRejected(w, r, d)
+		rl.onRejected(w, ev.Request, ev.Decision)
 		return
 	}
-	WriteProblem(w, RateLimited(d, detail))
+	if rl.problemType != nil {
+		if t := rl.problemType(ev); t != "" {
+			typ = t
+		}
+	}
+	WriteProblem(w, RateLimited(ev.Decision, detail).WithType(typ))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -297,4 +298,88 @@ func TestTryAllowAllowRelease(t *testing.T) {
 
 func TestNewPanicsWithoutRepository(t *testing.T) {
 	assert.Panics(t, func() { server.New(nil) })
+}
+
+// TestLastPermitAdvertisesTheNextPermit: the response that takes the last
+// permit of a token bucket advertises, as its reset, when the next permit
+// comes (60 s at 1/min), not when the bucket is full again (300 s), so a
+// client that waits for the reset loses no throughput.
+func TestLastPermitAdvertisesTheNextPermit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		repo := repository.NewMemory(func(string) limiters.Limiter {
+			return limiters.NewTokenBucket(limiters.PerMinute(1), 5)
+		})
+		defer repo.Close()
+		rl := server.New(repo, server.WithKey(keyextract.Global()), server.WithHeaders(headers.Both))
+		h := rl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		var last *httptest.ResponseRecorder
+		for range 5 {
+			last = httptest.NewRecorder()
+			h.ServeHTTP(last, httptest.NewRequest(http.MethodGet, "/", nil))
+			require.Equal(t, http.StatusOK, last.Code)
+		}
+		assert.Equal(t, "0", last.Header().Get("X-RateLimit-Remaining"))
+		assert.Equal(t, "60", last.Header().Get("X-RateLimit-Reset"))
+		assert.Equal(t, `"default";r=0;t=60`, last.Header().Get("RateLimit"))
+
+		denied := httptest.NewRecorder()
+		h.ServeHTTP(denied, httptest.NewRequest(http.MethodGet, "/", nil))
+		assert.Equal(t, http.StatusTooManyRequests, denied.Code)
+		assert.Equal(t, "60", denied.Header().Get("Retry-After"))
+	})
+}
+
+func TestProblemTypes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A Policy rule chooses its rejections' type.
+		p := mustPolicy(t, server.PolicyConfig{Plans: map[string]server.Plan{"p": {
+			Endpoints: map[string]server.Rule{
+				"/busy":  {Limits: []limiters.Spec{fixed(1, time.Hour)}, Problem: "temporary-reduced-capacity"},
+				"/abuse": {Limits: []limiters.Spec{fixed(1, time.Hour)}, Problem: "abnormal-usage-detected"},
+				"/quota": {Limits: []limiters.Spec{fixed(1, time.Hour)}},
+			},
+		}}})
+		h := server.New(nil, server.WithPolicy(p)).Middleware(ok)
+		for _, c := range []struct {
+			path, typ string
+			status    int
+		}{
+			{"/busy", server.ProblemTypeTemporaryReducedCapacity, http.StatusServiceUnavailable},
+			{"/abuse", server.ProblemTypeAbnormalUsageDetected, http.StatusTooManyRequests},
+			{"/quota", server.ProblemTypeQuotaExceeded, http.StatusTooManyRequests},
+		} {
+			require.Equal(t, http.StatusOK, do(h, "GET", c.path, "192.0.2.1:1").Code)
+			w := do(h, "GET", c.path, "192.0.2.1:1")
+			assert.Equal(t, c.status, w.Code, c.path)
+			assert.NotEmpty(t, w.Header().Get("Retry-After"), c.path)
+			pr := problem(t, w)
+			assert.Equal(t, c.typ, pr["type"], c.path)
+			assert.EqualValues(t, c.status, pr["status"], c.path)
+			assert.Equal(t, []any{"default"}, pr["violated-policies"], c.path)
+		}
+
+		// WithProblemType decides per rejection, from its event.
+		repo := windowRepo(1)
+		defer repo.Close()
+		flagged := func(ev server.Event) string {
+			if ev.Key == "192.0.2.66" {
+				return server.ProblemTypeAbnormalUsageDetected
+			}
+			return ""
+		}
+		h = server.New(repo, server.WithProblemType(flagged)).Middleware(ok)
+		for _, c := range []struct{ remote, typ string }{
+			{"192.0.2.66:1", server.ProblemTypeAbnormalUsageDetected},
+			{"192.0.2.7:1", server.ProblemTypeQuotaExceeded},
+		} {
+			do(h, "GET", "/", c.remote)
+			w := do(h, "GET", "/", c.remote)
+			require.Equal(t, http.StatusTooManyRequests, w.Code)
+			assert.Equal(t, c.typ, problem(t, w)["type"])
+		}
+	})
+	_, err := server.NewPolicy(server.PolicyConfig{Plans: map[string]server.Plan{"p": {
+		Default: &server.Rule{Limits: []limiters.Spec{fixed(1, time.Hour)}, Problem: "slow-down"},
+	}}})
+	assert.EqualError(t, err, `server: policy: plans.p.default.problem: unknown problem type "slow-down"; want quota-exceeded, temporary-reduced-capacity or abnormal-usage-detected`)
 }

@@ -41,7 +41,7 @@ func main() {
 	jobs := flag.Int("jobs", 200, "successful requests each client must complete")
 	workers := flag.Int("workers", 10, "goroutines per client")
 	flag.Parse()
-	if _, err := run(os.Stdout, *rate, *jobs, *workers); err != nil {
+	if _, err := run(os.Stdout, isTerminal(os.Stdout), *rate, *jobs, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "throttle-demo:", err)
 		os.Exit(1)
 	}
@@ -59,7 +59,17 @@ type client struct {
 	failed              atomic.Int64
 }
 
-func run(out io.Writer, rate, jobs, workers int) ([]*client, error) {
+// isTerminal reports whether f is a terminal (a character device), where a
+// progress line may redraw itself with \r.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// run runs the demo and writes its report to out. On a terminal (tty) the
+// progress line redraws itself five times a second; elsewhere (a pipe, a
+// file, a CI log) it is a new line once a second.
+func run(out io.Writer, tty bool, rate, jobs, workers int) ([]*client, error) {
 	// The API: 20 req/s per client (keyed by X-Client), burst of one second.
 	repo := repository.NewMemory(func(string) limiters.Limiter {
 		return limiters.NewTokenBucket(limiters.PerSecond(rate), rate)
@@ -137,17 +147,7 @@ func run(out io.Writer, rate, jobs, workers int) ([]*client, error) {
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				fmt.Fprint(out, "\r"+progress(clients)+"\n\n")
-				return
-			case <-tick.C:
-				fmt.Fprint(out, "\r"+progress(clients))
-			}
-		}
+		showProgress(out, tty, clients, stop)
 	}()
 	wg.Wait()
 	close(stop)
@@ -169,6 +169,31 @@ func run(out io.Writer, rate, jobs, workers int) ([]*client, error) {
 		}
 	}
 	return clients, nil
+}
+
+// showProgress writes the clients' progress to out until stop is closed,
+// then their final counts once more: on a terminal as one line redrawn with
+// \r every 200 ms, elsewhere as a new line every second.
+func showProgress(out io.Writer, tty bool, clients []*client, stop <-chan struct{}) {
+	every, format := time.Second, "%s\n"
+	if tty {
+		every, format = 200*time.Millisecond, "\r%s"
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			fmt.Fprintf(out, format, progress(clients))
+			if tty {
+				fmt.Fprintln(out) // end the redrawn line
+			}
+			fmt.Fprintln(out)
+			return
+		case <-tick.C:
+			fmt.Fprintf(out, format, progress(clients))
+		}
+	}
 }
 
 func progress(cs []*client) string {
