@@ -271,3 +271,54 @@ func masterOf(ctx context.Context, c *redis.ClusterClient, key string) (string, 
 	}
 	return "", fmt.Errorf("no master for slot %d", slot)
 }
+
+// TestFailLocalReset: while Redis is away, Peek and Reset reach the local
+// limiter: a Peek spends nothing, and a Reset gives the key a fresh quota
+// (and reports that Redis could not be reset).
+func TestFailLocalReset(t *testing.T) {
+	s := redistest.Start(t)
+	r := newRepo(t, newClient(t, s), limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: 8, Window: time.Hour},
+		faultOpts(FailLocal, &eventLog{})...)
+	ctx := ctxT(t)
+	s.Stop()
+	for range 2 {
+		if d, err := r.TryAcquire(ctx, "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("local grant of 8/4: %+v, %v", d, err)
+		}
+	}
+	if d, err := r.Peek(ctx, "k"); err != nil || d.Allowed || d.Remaining != 0 {
+		t.Fatalf("local peek after 2 of 8/4: %+v, %v", d, err)
+	}
+	if err := r.Reset(ctx, "k"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Reset with Redis away: %v, want ErrUnavailable", err)
+	}
+	if d, err := r.Peek(ctx, "k"); err != nil || d.Remaining != 2 {
+		t.Fatalf("local peek after Reset: %+v, %v; want a fresh quota", d, err)
+	}
+}
+
+// TestFailLocalLeases: while Redis is away, FailLocal hands out local
+// concurrency permits (limit divided by the replicas), and their Release,
+// even a double one, goes back to the local limiter without a panic.
+func TestFailLocalLeases(t *testing.T) {
+	s := redistest.Start(t)
+	events := &eventLog{}
+	spec := limiters.Spec{Algorithm: limiters.AlgConcurrency, Limit: 8}
+	r := newRepo(t, newClient(t, s), spec, faultOpts(FailLocal, events)...)
+	ctx := ctxT(t)
+	s.Stop()
+	for i := range 3 {
+		d, err := r.TryAcquire(ctx, "k", 1)
+		if err != nil || d.Allowed != (i < 2) {
+			t.Fatalf("local permit %d of 8/4: %+v, %v", i, d, err)
+		}
+	}
+	for range 4 {
+		if err := r.Release(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Acquire(ctx, "k", 2); err != nil {
+		t.Fatalf("Acquire after the local permits came back: %v", err)
+	}
+}

@@ -343,8 +343,11 @@ func (r *Repository) failTry(ctx context.Context, key string, n int, err error) 
 		return limiters.Decision{Allowed: true, Limit: r.maxN, Remaining: r.maxN - n}, nil
 	case FailLocal:
 		r.observe(Event{Kind: EventFailLocal, Err: err})
+		if n == 0 {
+			return r.local.Peek(ctx, key)
+		}
 		d, lerr := r.local.TryAcquire(ctx, key, n)
-		if lerr == nil && d.Allowed && n > 0 && r.conc {
+		if lerr == nil && d.Allowed && r.conc {
 			r.hold(key, "", n)
 		}
 		return d, lerr
@@ -590,15 +593,16 @@ func (r *Repository) Peek(ctx context.Context, key string) (limiters.Decision, e
 	return r.TryAcquire(ctx, key, 0)
 }
 
-// Reset deletes key's state in Redis: its next call finds full limits.
-// Concurrency permits held on it are forgotten (a later Release of them is
-// harmless). Waiters in Acquire keep their reservations' times.
+// Reset deletes key's state in Redis (and in the FailLocal limiter): its
+// next call finds full limits. Concurrency permits held on it are forgotten
+// (a later Release of them is harmless). Waiters in Acquire keep their
+// reservations' times.
 func (r *Repository) Reset(ctx context.Context, key string) error {
 	r.mu.Lock()
 	delete(r.held, key)
 	r.mu.Unlock()
-	if a, ok := any(r.local).(repository.Admin); ok && r.local != nil {
-		a.Reset(ctx, key)
+	if r.local != nil {
+		r.local.Reset(ctx, key)
 	}
 	if err := r.client.Del(ctx, r.keys(key)...).Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
