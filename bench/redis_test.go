@@ -35,6 +35,10 @@ import (
 //	ulule             ulule/limiter with its go-redis store (a fixed-window script)
 //	ours-gcra         redisrepo.New(gcra).TryAcquire (batched into pipelines)
 //	ours-sliding      redisrepo.New(sliding_window).TryAcquire
+//	ours-gcra-cancellable  ours-gcra with a cancellable context, as a request's:
+//	                  every call then goes through the batcher's sender
+//	                  (the others pass context.Background, which lets a lone
+//	                  call make its own round trip)
 //	evalsha-empty     EVALSHA of "return 1", one per call: the unpipelined ceiling
 //	evalsha-pipe100   a small TIME+INCR+PEXPIRE script, 100 per pipeline: the batched ceiling
 
@@ -89,6 +93,12 @@ var redisImpls = []redisImpl{
 	}},
 	{"ours-gcra", 1, ours(limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 1e6, Rate: limiters.PerSecond(1e6)})},
 	{"ours-sliding", 1, ours(limiters.Spec{Algorithm: limiters.AlgSlidingWindow, Limit: 1e6, Window: time.Second})},
+	{"ours-gcra-cancellable", 1, func(b *testing.B, c *redis.Client) func(context.Context, string) error {
+		check := ours(limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 1e6, Rate: limiters.PerSecond(1e6)})(b, c)
+		ctx, cancel := context.WithCancel(context.Background()) // as a request's context is
+		b.Cleanup(cancel)
+		return func(_ context.Context, key string) error { return check(ctx, key) }
+	}},
 	{"evalsha-empty", 1, func(b *testing.B, c *redis.Client) func(context.Context, string) error {
 		s := redis.NewScript("return 1")
 		return func(ctx context.Context, key string) error { return s.Run(ctx, c, []string{key}).Err() }

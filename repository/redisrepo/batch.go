@@ -59,8 +59,11 @@ func honoursContexts(client redis.UniversalClient) bool {
 
 // alone sends a call on the caller's goroutine when nothing is in flight
 // (the common case at low concurrency, saving a hand-off to the sender),
-// bounded by ctx and the round-trip timeout. It returns nil when a round trip
-// is in flight: the call must queue.
+// bounded by the round-trip timeout, which the client enforces. Only a ctx
+// that can never be cancelled may take this path: go-redis bounds a read by
+// a context's deadline but does not notice its cancellation, while a caller
+// waiting for the sender returns the moment its ctx is done. It returns nil
+// when a round trip is in flight: the call must queue.
 func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
 	b.mu.Lock()
 	if b.busy || b.closed {
@@ -78,9 +81,6 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
 		b.busy = false
 	}
 	b.mu.Unlock()
-	if c.err != nil && ctx.Err() != nil {
-		c.err = ctx.Err()
-	}
 	return c
 }
 
@@ -93,7 +93,7 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
 // sets ContextTimeoutEnabled; its ReadTimeout, 3s by default, then ends a
 // round trip to a Redis that stopped answering).
 func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
-	if b.direct {
+	if b.direct && ctx.Done() == nil {
 		if c := b.alone(ctx, keys, args); c != nil {
 			return c.res, c.err
 		}

@@ -47,11 +47,12 @@
 // Calls from one process that arrive while a round trip is in flight go
 // together in the next pipeline (at most WithBatch calls), sent by one
 // goroutine per Repository: no goroutine per call, and no added latency when
-// the connection is idle. Give the client ContextTimeoutEnabled: true (so
-// that go-redis bounds its socket reads by the context): a call that finds
-// nothing in flight then makes its round trip on its own goroutine, which
-// saves a hand-off; without it every call goes through that goroutine, and
-// its wait is still bounded by its ctx and WithTimeout.
+// the connection is idle. A call returns as soon as its ctx is done, and
+// waits at most WithTimeout for Redis, whatever the client's settings. With
+// ContextTimeoutEnabled: true on the client (so that go-redis bounds its
+// reads by the context's deadline), a call whose ctx can never be cancelled
+// (context.Background) that finds nothing in flight makes its round trip on
+// its own goroutine, saving the hand-off to the sender.
 //
 // # Keys and TTLs
 //

@@ -201,6 +201,15 @@ func TestPause(t *testing.T) {
 						t.Errorf("a call took %v with a 200ms round-trip timeout", el)
 					}
 				})
+				// A context that is never cancelled: with ctx-client the call
+				// makes its own round trip, which the client's deadline bounds.
+				begin := time.Now()
+				if d, err := r.TryAcquire(context.Background(), "k", 1); err != nil || !d.Allowed {
+					t.Errorf("FailOpen while paused, background ctx: %+v, %v", d, err)
+				}
+				if el := time.Since(begin); el > 600*time.Millisecond {
+					t.Errorf("a background call took %v with a 200ms round-trip timeout", el)
+				}
 				waitUp(t, r, "k")
 			})
 		}
