@@ -156,6 +156,9 @@ func TestStopRestart(t *testing.T) {
 			}
 			s.Restart(t)
 			waitUp(t, r, "k")
+			if events.count(EventBreaker, "half-open") == 0 || events.count(EventBreaker, "closed") == 0 {
+				t.Errorf("the breaker never went half-open then closed (now %s)", r.BreakerState())
+			}
 			close(stop)
 			wg.Wait()
 			if n := late.Load(); n > 0 {
