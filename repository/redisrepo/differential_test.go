@@ -1,6 +1,7 @@
 package redisrepo
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -110,5 +111,79 @@ func TestDifferential(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestReserveDifferential: the script's reservations (what Acquire waits
+// for) are those of limiters.GCRAParams.Reserve on the same random traces:
+// the same waits, and the same refusals past the maximum wait.
+func TestReserveDifferential(t *testing.T) {
+	s := redistest.Start(t)
+	c := newClient(t, s)
+	spec := limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 4, Rate: limiters.Rate{N: 5, Per: time.Second}}
+	type res struct {
+		wait     time.Duration
+		rejected bool
+	}
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		type rstep struct {
+			dt      time.Duration
+			n       int
+			maxWait time.Duration // < 0: none
+		}
+		trace := make([]rstep, 200)
+		for j := range trace {
+			trace[j] = rstep{dt: time.Duration(rng.Int64N(int64(300*time.Millisecond))) / time.Microsecond * time.Microsecond,
+				n: 1 + rng.IntN(spec.Limit), maxWait: time.Duration(rng.Int64N(int64(3*time.Second)))/time.Microsecond*time.Microsecond - 500*time.Millisecond}
+		}
+		r := newRepo(t, c, spec, WithPrefix(fmt.Sprintf("rdiff%d:", seed)))
+		var now time.Duration
+		r.SetClock(func() int64 { return bubbleEpoch.Add(now).UnixMicro() })
+		got := make([]res, len(trace))
+		for j, st := range trace {
+			now += st.dt
+			mw := int64(-1)
+			if st.maxWait >= 0 {
+				mw = st.maxWait.Microseconds()
+			}
+			out, err := r.call(ctxT(t), "k", "reserve", st.n, mw, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _, _ := ints(out)
+			got[j] = res{wait: us(v[1]), rejected: v[0] == 0}
+		}
+		waited, refused := 0, 0
+		for _, g := range got {
+			if g.rejected {
+				refused++
+			} else if g.wait > 0 {
+				waited++
+			}
+		}
+		if waited == 0 || refused == 0 {
+			t.Fatalf("seed %d: the trace has %d waits and %d refusals; it must exercise both", seed, waited, refused)
+		}
+		synctest.Test(t, func(t *testing.T) {
+			p := limiters.NewGCRAParams(spec.Rate, spec.Limit)
+			var st limiters.GCRAState
+			for j, step := range trace {
+				time.Sleep(step.dt)
+				mw := step.maxWait
+				if mw < 0 {
+					mw = -1
+				}
+				d, err := p.Reserve(&st, step.n, mw)
+				want := res{wait: ceilUS(d)}
+				var rej *limiters.RejectedError
+				if errors.As(err, &rej) {
+					want = res{wait: ceilUS(rej.RetryAfter), rejected: true}
+				}
+				if got[j] != want {
+					t.Fatalf("seed %d step %d (%+v): redis %+v, GCRAParams %+v", seed, j, step, got[j], want)
+				}
+			}
+		})
 	}
 }
