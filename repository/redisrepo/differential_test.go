@@ -85,6 +85,19 @@ func TestDifferential(t *testing.T) {
 					}
 					got[j] = d
 				}
+				allowed, denied := 0, 0
+				for j, d := range got {
+					switch {
+					case trace[j].rel > 0 || trace[j].n == 0:
+					case d.Allowed:
+						allowed++
+					default:
+						denied++
+					}
+				}
+				if allowed == 0 || denied == 0 {
+					t.Fatalf("the trace has %d grants and %d denials; it must exercise both", allowed, denied)
+				}
 				var want []limiters.Decision
 				synctest.Test(t, func(t *testing.T) {
 					lim, err := spec.New()
