@@ -50,6 +50,7 @@ func TestChainDifferential(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			mustExercise(t, trace, got)
 			synctest.Test(t, func(t *testing.T) {
 				lim := chain(specs)
 				defer lim.Close()

@@ -28,6 +28,37 @@ func ceilUS(d time.Duration) time.Duration {
 	return (d + time.Microsecond - 1) / time.Microsecond * time.Microsecond
 }
 
+// mustExercise fails t unless the trace's calls (n > 0) were both granted
+// and denied: a differential test that never denies proves little.
+func mustExercise(t *testing.T, trace []step, got []limiters.Decision) {
+	t.Helper()
+	allowed, denied := 0, 0
+	for j, d := range got {
+		switch {
+		case trace[j].rel > 0 || trace[j].n == 0:
+		case d.Allowed:
+			allowed++
+		default:
+			denied++
+		}
+	}
+	if allowed == 0 || denied == 0 {
+		t.Fatalf("the trace has %d grants and %d denials; it must exercise both", allowed, denied)
+	}
+}
+
+// maxStep is the longest pause between two calls of a trace: short enough
+// that the limit is often reached, long enough that it often comes back.
+func maxStep(spec limiters.Spec) time.Duration {
+	switch {
+	case spec.Window > 0:
+		return spec.Window / 3
+	case spec.Rate.N > 0:
+		return spec.Rate.Per * time.Duration(spec.Limit) / time.Duration(2*spec.Rate.N)
+	}
+	return 400 * time.Millisecond
+}
+
 // TestDifferential runs random traces through the script (its clock driven
 // by the test) and through the local limiter of the same spec (in a
 // synctest bubble), and requires identical decisions: Allowed, Limit,
@@ -54,7 +85,7 @@ func TestDifferential(t *testing.T) {
 				trace := make([]step, 250)
 				held := 0
 				for j := range trace {
-					st := step{dt: time.Duration(rng.Int64N(int64(400*time.Millisecond))) / time.Microsecond * time.Microsecond}
+					st := step{dt: time.Duration(rng.Int64N(int64(maxStep(spec)))) / time.Microsecond * time.Microsecond}
 					if spec.Algorithm == limiters.AlgConcurrency && held > 0 && rng.IntN(3) == 0 {
 						st.rel = 1 + rng.IntN(held)
 						held -= st.rel
@@ -85,19 +116,7 @@ func TestDifferential(t *testing.T) {
 					}
 					got[j] = d
 				}
-				allowed, denied := 0, 0
-				for j, d := range got {
-					switch {
-					case trace[j].rel > 0 || trace[j].n == 0:
-					case d.Allowed:
-						allowed++
-					default:
-						denied++
-					}
-				}
-				if allowed == 0 || denied == 0 {
-					t.Fatalf("the trace has %d grants and %d denials; it must exercise both", allowed, denied)
-				}
+				mustExercise(t, trace, got)
 				var want []limiters.Decision
 				synctest.Test(t, func(t *testing.T) {
 					lim, err := spec.New()
