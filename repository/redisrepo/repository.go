@@ -69,8 +69,9 @@ var (
 	_ repository.Admin      = (*Repository)(nil)
 )
 
+// limit is one spec as the scripts take it: its algorithm's code and its
+// six ARGV fields.
 type limit struct {
-	spec limiters.Spec
 	code string
 	args [6]any
 }
@@ -152,7 +153,7 @@ func newLimit(s limiters.Spec, lease time.Duration) (limit, error) {
 	if err := s.Validate(); err != nil {
 		return limit{}, err
 	}
-	l := limit{spec: s}
+	var l limit
 	switch s.Algorithm {
 	case limiters.AlgGCRA, limiters.AlgTokenBucket, limiters.AlgLeakyBucket:
 		if s.Rate.Per%time.Microsecond != 0 {
