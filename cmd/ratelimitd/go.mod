@@ -5,8 +5,10 @@ go 1.26.0
 require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/stretchr/testify v1.12.1
 	github.com/throttlekit/throttle v0.0.0
 	github.com/throttlekit/throttle/metrics/throttleprom v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

@@ -200,10 +200,19 @@ func (s *Service) handleBatch(ctx context.Context, body []byte) (int, []byte) {
 		}
 	} else {
 		// Concurrent calls of a Redis repository share pipelines: the
-		// batch's checks of one rule go to Redis together.
+		// batch's checks go to Redis together, one goroutine per key,
+		// so that the checks of one key are still decided in order.
+		byKey := make(map[string][]int)
+		for i, c := range b.Checks {
+			byKey[c.Key] = append(byKey[c.Key], i)
+		}
 		var wg sync.WaitGroup
-		for i := range b.Checks {
-			wg.Go(func() { one(i) })
+		for _, idx := range byKey {
+			wg.Go(func() {
+				for _, i := range idx {
+					one(i)
+				}
+			})
 		}
 		wg.Wait()
 	}

@@ -169,7 +169,11 @@ func (s *Service) Reload() error {
 				_ = r.repo.Close()
 			}
 		}
-		s.log.Error("policy reload failed; the previous policy stays in force", "file", s.cfg.PolicyFile, "err", err)
+		if s.cur.Load() == nil {
+			s.log.Error("policy load failed", "file", s.cfg.PolicyFile, "err", err)
+		} else {
+			s.log.Error("policy reload failed; the previous policy stays in force", "file", s.cfg.PolicyFile, "err", err)
+		}
 		return err
 	}
 	old := s.cur.Swap(g)
