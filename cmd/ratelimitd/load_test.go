@@ -68,7 +68,7 @@ func TestLoad(t *testing.T) {
 			const size = 100
 			items := make([]string, size)
 			for i := range items {
-				items[i] = `{"key":"k` + strconv.Itoa(i%10) + `"}`
+				items[i] = `{"key":"k` + strconv.Itoa(i) + `"}`
 			}
 			batch := []byte(`{"checks":[` + strings.Join(items, ",") + `]}`)
 			blat := make([]time.Duration, 0, n/size)
