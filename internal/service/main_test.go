@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -18,3 +19,5 @@ func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
 	goleak.VerifyTestMain(m)
 }
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -48,6 +48,7 @@ type Metrics struct {
 	server    *prometheus.CounterVec
 	serverC   sync.Map // serverLabels → prometheus.Counter
 	transport *prometheus.CounterVec
+	transC    sync.Map // key label ("" without WithKeyLabel) → *transportSeries
 	wait      *prometheus.HistogramVec
 	paused    prometheus.Gauge
 	pauses    *prometheus.CounterVec
@@ -56,6 +57,12 @@ type Metrics struct {
 
 	mu          sync.Mutex
 	pausedParts map[string]struct{}
+}
+
+// transportSeries are a Transport's series for one key label.
+type transportSeries struct {
+	acquired, rejected prometheus.Counter
+	wait               prometheus.Observer
 }
 
 type serverLabels struct {
@@ -151,10 +158,11 @@ func (m *Metrics) TransportObserver() func(throttle.Event) {
 	return func(ev throttle.Event) {
 		switch ev.Kind {
 		case throttle.EventAcquired:
-			m.transport.WithLabelValues(m.labels(ev.Kind.String(), ev.Key)...).Inc()
-			m.wait.WithLabelValues(m.labels("", ev.Key)[1:]...).Observe(ev.Wait.Seconds())
+			ts := m.transportSeries(ev.Key)
+			ts.acquired.Inc()
+			ts.wait.Observe(ev.Wait.Seconds())
 		case throttle.EventRejected:
-			m.transport.WithLabelValues(m.labels(ev.Kind.String(), ev.Key)...).Inc()
+			m.transportSeries(ev.Key).rejected.Inc()
 		case throttle.EventPaused:
 			m.pauses.WithLabelValues(statusLabel(ev.Status)).Inc()
 			m.mu.Lock()
@@ -170,13 +178,28 @@ func (m *Metrics) TransportObserver() func(throttle.Event) {
 	}
 }
 
-// labels returns the label values of a transport metric: result, then the
-// key label if there is one.
-func (m *Metrics) labels(result, key string) []string {
-	if m.keyLabel == nil {
-		return []string{result}
+// transportSeries returns the series of a partition's key label.
+func (m *Metrics) transportSeries(key string) *transportSeries {
+	label := ""
+	if m.keyLabel != nil {
+		label = m.keyLabel(key)
 	}
-	return []string{result, m.keyLabel(key)}
+	if ts, ok := m.transC.Load(label); ok {
+		return ts.(*transportSeries)
+	}
+	with := func(vals ...string) []string {
+		if m.keyLabel != nil {
+			vals = append(vals, label)
+		}
+		return vals
+	}
+	ts := &transportSeries{
+		acquired: m.transport.WithLabelValues(with(throttle.EventAcquired.String())...),
+		rejected: m.transport.WithLabelValues(with(throttle.EventRejected.String())...),
+		wait:     m.wait.WithLabelValues(with()...),
+	}
+	v, _ := m.transC.LoadOrStore(label, ts)
+	return v.(*transportSeries)
 }
 
 // statusLabel keeps the status label bounded: 429, 503, or other.
