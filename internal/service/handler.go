@@ -239,7 +239,7 @@ func (s *Service) handleReset(w http.ResponseWriter, r *http.Request) {
 	}
 	g := s.acquire()
 	if g == nil {
-		writeProblem(w, problem(http.StatusServiceUnavailable, "the service is shutting down"))
+		writeProblem(w, errShutdown)
 		return
 	}
 	defer g.mu.RUnlock()
@@ -254,14 +254,25 @@ func (s *Service) handleReset(w http.ResponseWriter, r *http.Request) {
 	write(w, http.StatusOK, jsonBytes(map[string]any{"reset": true, "key": key, "rules": len(g.repos)}))
 }
 
-func (s *Service) handlePolicies(w http.ResponseWriter, _ *http.Request) {
+// errShutdown answers calls that come after Close.
+var errShutdown = problem(http.StatusServiceUnavailable, "the service is shutting down")
+
+// info returns the policy in force; false after Close.
+func (s *Service) info() (PolicyInfo, bool) {
 	g := s.acquire()
 	if g == nil {
-		writeProblem(w, problem(http.StatusServiceUnavailable, "the service is shutting down"))
+		return PolicyInfo{}, false
+	}
+	defer g.mu.RUnlock()
+	return g.info, true
+}
+
+func (s *Service) handlePolicies(w http.ResponseWriter, _ *http.Request) {
+	info, ok := s.info()
+	if !ok {
+		writeProblem(w, errShutdown)
 		return
 	}
-	info := g.info
-	g.mu.RUnlock()
 	write(w, http.StatusOK, jsonBytes(info))
 }
 
@@ -276,13 +287,11 @@ func (s *Service) handleReload(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	g := s.acquire()
-	if g == nil {
-		writeProblem(w, problem(http.StatusServiceUnavailable, "the service is shutting down"))
+	info, ok := s.info()
+	if !ok {
+		writeProblem(w, errShutdown)
 		return
 	}
-	info := g.info
-	g.mu.RUnlock()
 	write(w, http.StatusOK, jsonBytes(map[string]any{"reloaded": true, "file": info.File, "sha256": info.SHA256}))
 }
 
@@ -325,7 +334,7 @@ func (s *Service) decide(ctx context.Context, c ratelimitd.Check, peek bool) (ra
 	}
 	g := s.acquire()
 	if g == nil {
-		return ratelimitd.Result{}, problem(http.StatusServiceUnavailable, "the service is shutting down")
+		return ratelimitd.Result{}, errShutdown
 	}
 	defer g.mu.RUnlock()
 	o := &outcome{}
