@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -348,4 +349,35 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	var st ratelimitd.Result
 	require.Equal(t, 200, q.do(t, "GET", "/v1/state/load?endpoint=POST+/count", nil, nil, &st))
 	assert.Equal(t, answered.Load(), int64(st.Limit-st.Remaining), "checks counted == checks answered")
+}
+
+// TestSlowClient: a client that sends its headers slowly (slowloris) is
+// cut off after --header-timeout, and checks meanwhile are answered.
+func TestSlowClient(t *testing.T) {
+	p := launch(t, "--header-timeout", "300ms")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("POST /v1/check HTTP/1.1\r\nHost: x\r\n"))
+	require.NoError(t, err)
+	assert.True(t, p.check(t, `{"key":"s"}`).Allowed)
+	start := time.Now()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = io.ReadAll(conn) // the server closes the connection
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second, "cut off by the header timeout, not the test's deadline")
+	assert.Equal(t, 0, p.stop(t))
+}
+
+// TestNoLogPerRequest: checks, good and bad, write no log lines.
+func TestNoLogPerRequest(t *testing.T) {
+	p := launch(t, "--policy", writePolicy(t, policy))
+	before := p.log()
+	for range 20 {
+		p.check(t, `{"key":"quiet"}`)
+		var pr ratelimitd.Problem
+		p.do(t, "POST", "/v1/check", []byte(`{`), nil, &pr)
+	}
+	assert.Equal(t, before, p.log())
+	assert.Equal(t, 0, p.stop(t))
 }

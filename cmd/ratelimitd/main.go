@@ -73,6 +73,7 @@ func run(args []string, token string, stderr io.Writer) int {
 	failMode := fs.String("fail-mode", "closed", "with Redis unreachable: closed (answer 503), open (allow) or local (decide in memory)")
 	idemTTL := fs.Duration("idempotency-ttl", 24*time.Hour, "how long an Idempotency-Key's answer is kept")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long SIGTERM waits for checks in flight")
+	headerTimeout := fs.Duration("header-timeout", 5*time.Second, "how long a client may take to send a request's headers (and, ×2, its body)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -125,8 +126,8 @@ func run(args []string, token string, stderr io.Writer) int {
 	}
 	srv := &http.Server{
 		Handler:           svc.Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
+		ReadHeaderTimeout: *headerTimeout,
+		ReadTimeout:       2 * *headerTimeout,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
