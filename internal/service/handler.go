@@ -345,7 +345,7 @@ func (s *Service) decide(ctx context.Context, c ratelimitd.Check, peek bool) (ra
 		Header: http.Header{hdrKey: {c.Key}, hdrPlan: {c.Plan}, hdrCost: {strconv.Itoa(cost)}},
 	}).WithContext(context.WithValue(ctx, outcomeKey{}, o))
 	w := &capture{h: make(http.Header, 8)}
-	g.rl.Middleware(admit).ServeHTTP(w, req)
+	g.mw.ServeHTTP(w, req)
 	if o.seen && o.ev.Kind == server.EventError {
 		return ratelimitd.Result{}, problem(http.StatusServiceUnavailable, "the limits' backend failed: "+o.ev.Err.Error())
 	}

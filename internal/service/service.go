@@ -79,6 +79,7 @@ type generation struct {
 	mu     sync.RWMutex // held for reading by each check; Lock marks it closed
 	closed bool
 	rl     *server.RateLimiter
+	mw     http.Handler // rl's middleware in front of admit
 	policy *server.Policy
 	info   PolicyInfo
 	repos  []*ruleRepo
@@ -90,7 +91,6 @@ type PolicyInfo struct {
 	SHA256   string              `json:"sha256"`
 	LoadedAt time.Time           `json:"loaded_at"`
 	Backend  string              `json:"backend"`
-	Policy   server.PolicyConfig `json:"-"`
 	Plans    map[string]planView `json:"plans"`
 	Default  string              `json:"default_plan"`
 }
@@ -135,6 +135,10 @@ const (
 	hdrCost = "Ratelimitd-Cost"
 )
 
+// maxIdempotencyKeys bounds the answers kept in memory for Idempotency-Key
+// retries; beyond it the oldest are forgotten first.
+const maxIdempotencyKeys = 1 << 16
+
 // New loads cfg.PolicyFile and returns a Service deciding by it.
 func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
@@ -147,7 +151,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Redis != nil {
 		s.idem = &redisIdem{client: cfg.Redis, ttl: cfg.IdempotencyTTL}
 	} else {
-		s.idem = newMemoryIdem(cfg.IdempotencyTTL, 1<<20)
+		s.idem = newMemoryIdem(cfg.IdempotencyTTL, maxIdempotencyKeys)
 	}
 	if err := s.Reload(); err != nil {
 		return nil, err
@@ -244,11 +248,12 @@ func (s *Service) load() (*generation, map[string]*ruleRepo, error) {
 		server.WithCost(func(r keyextract.Request) int { n, _ := strconv.Atoi(r.Header(hdrCost)); return n }),
 		server.WithFailOpen(false),
 		server.WithObserver(s.observe))
+	g.mw = g.rl.Middleware(admit)
 	sum := sha256.Sum256(data)
 	if path == "" {
 		path = "(built in)"
 	}
-	g.info = PolicyInfo{File: path, SHA256: hex.EncodeToString(sum[:]), LoadedAt: time.Now().UTC(), Backend: s.backend(), Policy: pcfg, Default: pcfg.DefaultPlan, Plans: views(pcfg)}
+	g.info = PolicyInfo{File: path, SHA256: hex.EncodeToString(sum[:]), LoadedAt: time.Now().UTC(), Backend: s.backend(), Default: pcfg.DefaultPlan, Plans: views(pcfg)}
 	return g, next, nil
 }
 
