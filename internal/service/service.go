@@ -120,14 +120,6 @@ type view struct{ repository.Repository }
 
 func (view) Close() error { return nil }
 
-// HoldsPermits passes the repository's answer on.
-func (v view) HoldsPermits() bool {
-	if h, ok := v.Repository.(limiters.PermitHolder); ok {
-		return h.HoldsPermits()
-	}
-	return true
-}
-
 // The headers through which a check reaches the policy's extractors.
 const (
 	hdrKey  = "Ratelimitd-Key"
