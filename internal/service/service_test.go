@@ -419,12 +419,16 @@ func TestReadyzWithRedisDown(t *testing.T) {
 	resp := f.call(t, "GET", "/readyz", "", nil, &p)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Contains(t, p.Detail, "redis")
-	// FailClosed: a check answers 503, and the change is logged once.
-	for range 3 {
+	// FailClosed: a check answers 503; the change is logged once, and
+	// the breaker's opening (after 5 failures) once.
+	for range 10 {
 		resp = f.call(t, "POST", "/v1/check", `{"key":"k"}`, nil, &p)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	}
-	assert.Equal(t, 1, strings.Count(f.logs.String(), "redis unreachable"))
+	logs := f.logs.String()
+	assert.Equal(t, 1, strings.Count(logs, "redis unreachable"), logs)
+	assert.Equal(t, 1, strings.Count(logs, `msg="redis circuit breaker" state=open`), logs)
+	assert.Equal(t, 3, strings.Count(logs, "\n"), "loaded, unreachable, breaker open; nothing per check: %s", logs)
 }
 
 func TestBadPolicyAtStart(t *testing.T) {
