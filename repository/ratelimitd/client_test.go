@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/throttlekit/throttle"
 	"github.com/throttlekit/throttle/internal/service"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
@@ -210,4 +211,27 @@ func TestCheckHonoursContext(t *testing.T) {
 	cancel()
 	_, err := c.TryAcquire(ctx, "a", 1)
 	assert.True(t, errors.Is(err, context.Canceled))
+}
+
+func TestAsTransportBackend(t *testing.T) {
+	url, _ := serve(t)
+	c := newClient(t, url)
+	upstream := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer upstream.Close()
+	tr := throttle.NewTransport(nil, throttle.WithRepository(c), throttle.WithMaxWait(50*time.Millisecond))
+	defer tr.Close()
+	hc := &http.Client{Transport: tr}
+	sent, refused := 0, 0
+	for range 12 {
+		resp, err := hc.Get(upstream.URL)
+		if err != nil {
+			var re *limiters.RejectedError
+			require.ErrorAs(t, err, &re)
+			refused++
+			continue
+		}
+		resp.Body.Close()
+		sent++
+	}
+	assert.Equal(t, []int{10, 2}, []int{sent, refused}, "the service's limit of 10 per hour for the upstream's host")
 }
