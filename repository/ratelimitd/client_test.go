@@ -159,6 +159,18 @@ func TestPeekAndReset(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 10, d.Remaining)
 
+	// Keys with slashes, spaces and non-ASCII survive the URL path.
+	odd := "tenant/a b?é"
+	_, err = c.TryAcquire(ctx, odd, 3)
+	require.NoError(t, err)
+	d, err = c.Peek(ctx, odd)
+	require.NoError(t, err)
+	assert.Equal(t, 7, d.Remaining)
+	require.NoError(t, c.Reset(ctx, odd))
+	d, err = c.Peek(ctx, odd)
+	require.NoError(t, err)
+	assert.Equal(t, 10, d.Remaining)
+
 	anon := newClient(t, url)
 	err = anon.Reset(ctx, "p")
 	var p *ratelimitd.Problem
