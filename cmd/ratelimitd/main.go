@@ -6,11 +6,15 @@
 // Usage:
 //
 //	ratelimitd [--addr 127.0.0.1:8090] [--policy FILE] [--redis-url URL]
+//	           [--fail-mode closed|open|local] [--idempotency-ttl 24h]
+//	           [--header-timeout 5s] [--drain-timeout 30s]
 //
 // Without --policy it decides by example-policy.yaml, built in. Without
 // --redis-url the limits live in memory. --redis-url takes redis://host:port/db
 // (rediss:// for TLS); a URL with addr= parameters
-// (redis://h1:7000?addr=h2:7001) or cluster=true is a Redis Cluster.
+// (redis://h1:7000?addr=h2:7001) or cluster=true is a Redis Cluster;
+// --fail-mode says what a check gets while Redis is unreachable (closed: a
+// 503 answer; open: allowed; local: decided by a limiter in memory).
 // RATELIMITD_ADMIN_TOKEN, from the environment, is the bearer token of the
 // admin endpoints (DELETE /v1/state/{key}, POST /v1/policies/reload),
 // which are refused while it is unset.
