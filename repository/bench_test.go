@@ -26,18 +26,25 @@ func benchOptions(b *testing.B, f func(b *testing.B, opts ...Option)) {
 	b.Run("idle+bound", func(b *testing.B) { f(b, WithIdleTimeout(time.Hour), WithMaxKeys(1<<20)) })
 }
 
+// existing is the fixture of the existing-key benchmarks: a Memory holding
+// 1024 keys, and the keys.
+func existing(b *testing.B, opts ...Option) (*Memory, []string) {
+	m := NewMemory(gcraFactory, opts...)
+	b.Cleanup(func() { m.Close() })
+	ks := keys(1024)
+	for _, k := range ks {
+		m.Get(k)
+	}
+	if m.Len() != len(ks) {
+		b.Fatalf("Len = %d, want %d", m.Len(), len(ks))
+	}
+	return m, ks
+}
+
 func BenchmarkTryAcquireExisting(b *testing.B) {
 	benchOptions(b, func(b *testing.B, opts ...Option) {
-		m := NewMemory(gcraFactory, opts...)
-		defer m.Close()
-		ks := keys(1024)
+		m, ks := existing(b, opts...)
 		ctx := context.Background()
-		for _, k := range ks {
-			m.Get(k)
-		}
-		if m.Len() != len(ks) {
-			b.Fatalf("Len = %d, want %d", m.Len(), len(ks))
-		}
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
@@ -51,13 +58,8 @@ func BenchmarkTryAcquireExisting(b *testing.B) {
 
 func BenchmarkTryAcquireExistingParallel(b *testing.B) {
 	benchOptions(b, func(b *testing.B, opts ...Option) {
-		m := NewMemory(gcraFactory, opts...)
-		defer m.Close()
-		ks := keys(1024)
+		m, ks := existing(b, opts...)
 		ctx := context.Background()
-		for _, k := range ks {
-			m.Get(k)
-		}
 		var worker atomic.Int64
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {

@@ -1,5 +1,7 @@
-// Package repository holds one limiter per key, behind one interface that the
-// in-memory store and the Redis store share.
+// Package repository holds one limiter per key, behind the Repository
+// interface (and Admin, for operators), and implements it with the memory
+// repositories: NewMemory for any limiter, NewGCRA for compact token
+// buckets. A store kept outside the process implements the same interfaces.
 //
 // Most callers want NewMemory: a factory makes each key's limiter on the
 // key's first use, and the repository keeps it for the key's later calls.
@@ -39,24 +41,42 @@
 // # The bound
 //
 // With WithMaxKeys(n), the number of keys never exceeds n, in total across
-// the shards. A new key beyond the bound evicts a key of its own shard (or,
-// if that shard has none to give, of another): the least recently used idle
-// one, or else the least recently used one without waiters, calls in flight
-// or held Concurrency permits — that key's limiter loses its state, so a key
-// that was not yet full again starts over full. Eviction order is LRU within
-// a shard; small bounds use fewer shards (one for n < 32), so their order is
-// exactly LRU. Each eviction examines at most 8 keys per shard. When no key
-// can be evicted, the new key's call fails with ErrTooManyKeys: a flood of
-// unique keys never grows memory past the bound.
+// the shards. A new key beyond the bound first takes the place of a key of
+// its own shard (or, if that shard has none to give, of another) that is
+// full again: forgetting it loses nothing. When there is none, the choice
+// is WithOverflow's, and it matters when clients can mint keys (a key taken
+// from a header, say):
+//
+//   - EvictStale (the default) evicts the key whose loss admits the least:
+//     the fewest permits used and, among equals, the more recently used, so
+//     that a flood of new keys used once does not push out a key that has
+//     used more, and a client cannot cheaply reset its own limit. The
+//     evicted key starts over full; Stats.Evicted counts such evictions.
+//   - RefuseNew refuses the new key with ErrTooManyKeys (Stats.Refused
+//     counts them): no key ever loses its state to the bound, and new keys
+//     are turned away while the repository is full of keys in use.
+//
+// Keys with waiters, calls in flight or permits held are never evicted;
+// when no key can make room, the new key's call fails with ErrTooManyKeys,
+// so a flood of unique keys never grows memory past the bound. Each
+// eviction examines at most 8 keys per shard, from the least recently used;
+// small bounds use fewer shards (one for n < 32).
+//
+// Whether a key's limiter holds permits until Release is what
+// limiters.HoldsPermits says (true for Concurrency and for a Chain with such
+// a member): such a key is never forgotten while its limiter is not full,
+// since a later Release would otherwise reach a fresh limiter.
 //
 // A limiter is closed when it is forgotten, and only when no call through the
-// repository is using it, so those calls never see a closed limiter. A
-// limiter obtained with Get, though, may be forgotten and replaced.
+// repository is using it, so those calls never see a closed limiter (Reset
+// and Reconfigure excepted: they fail the key's waiters). A limiter obtained
+// with Get, though, may be forgotten and replaced.
 //
-// Concurrency limiters are recognised as holding permits when their Decision
-// shows Remaining < Limit with nothing to wait for (ResetAfter == 0). A Chain
-// mixing a Concurrency limiter with a rate limiter does not show this, so
-// bound such keys generously: evicting one while it holds permits would make
-// a later Release return them to its fresh successor, which panics on
-// receiving more permits than it holds.
+// # Operating
+//
+// Both memory repositories implement Admin: Peek reports a key's state
+// without spending or creating anything, and Reset gives a key a fresh, full
+// limiter. Their limits can change at run time, keeping each key's state:
+// Memory.Reconfigure gives every key a new limiters.Spec, and GCRA.SetRate a
+// new rate and burst.
 package repository

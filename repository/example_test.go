@@ -75,3 +75,45 @@ func ExampleNewGCRA() {
 	// request 4: allowed=false remaining=0
 	// keys held: 1
 }
+
+// With RefuseNew, a client that mints keys cannot push out the keys in use
+// (and so reset their limits): its new keys are refused instead, and counted.
+func ExampleWithOverflow() {
+	repo := repository.NewMemory(func(string) limiters.Limiter {
+		return limiters.NewTokenBucket(limiters.PerHour(5), 5)
+	}, repository.WithMaxKeys(2), repository.WithOverflow(repository.RefuseNew))
+	defer repo.Close()
+
+	ctx := context.Background()
+	for _, key := range []string{"alice", "bob", "minted-1", "minted-2"} {
+		_, err := repo.TryAcquire(ctx, key, 1)
+		fmt.Println(key, err)
+	}
+	fmt.Printf("%+v\n", repo.Stats())
+	// Output:
+	// alice <nil>
+	// bob <nil>
+	// minted-1 repository: too many keys
+	// minted-2 repository: too many keys
+	// {Keys:2 Evicted:0 Refused:2}
+}
+
+// An operator halves the burst during an incident: every key keeps the
+// permits it has used.
+func ExampleGCRA_SetRate() {
+	repo := repository.NewGCRA(limiters.PerMinute(60), 10)
+	defer repo.Close()
+	ctx := context.Background()
+
+	d, _ := repo.TryAcquire(ctx, "203.0.113.7", 4)
+	fmt.Println("remaining:", d.Remaining, "of", d.Limit)
+	if err := repo.SetRate(limiters.PerMinute(60), 5); err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, _ = repo.Peek(ctx, "203.0.113.7")
+	fmt.Println("remaining:", d.Remaining, "of", d.Limit)
+	// Output:
+	// remaining: 6 of 10
+	// remaining: 1 of 5
+}

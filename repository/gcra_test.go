@@ -179,3 +179,129 @@ func TestGCRAExistingKeyDoesNotAllocate(t *testing.T) {
 	g.TryAcquire(ctx, "k", 1)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { g.TryAcquire(ctx, "k", 1) }))
 }
+
+func TestGCRASetRateKeepsUsedPermits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := repository.NewGCRA(limiters.PerSecond(10), 10)
+		defer g.Close()
+		ctx := context.Background()
+		take := func(k string, n int) limiters.Decision {
+			t.Helper()
+			d, err := g.TryAcquire(ctx, k, n)
+			require.NoError(t, err)
+			return d
+		}
+		require.True(t, take("used4", 4).Allowed)
+		require.True(t, take("empty", 10).Allowed)
+		require.True(t, take("full", 0).Allowed)
+
+		// A larger burst: used permits carry over, the rest is free.
+		require.NoError(t, g.SetRate(limiters.PerSecond(10), 20))
+		assert.Equal(t, limiters.Decision{Allowed: true, Limit: 20, Remaining: 16, ResetAfter: 400 * time.Millisecond}, take("used4", 0))
+		assert.Equal(t, limiters.Decision{Allowed: true, Limit: 20, Remaining: 20}, take("full", 0))
+		assert.Equal(t, 10, take("empty", 0).Remaining)
+
+		// A smaller burst caps what is used: an empty bucket stays empty,
+		// and is full again after the new burst's refill.
+		require.NoError(t, g.SetRate(limiters.PerSecond(10), 5))
+		assert.Equal(t, limiters.Decision{Allowed: true, Limit: 5, Remaining: 1, ResetAfter: 400 * time.Millisecond}, take("used4", 0))
+		d := take("empty", 1)
+		assert.False(t, d.Allowed)
+		assert.Equal(t, 100*time.Millisecond, d.RetryAfter)
+		assert.Equal(t, 500*time.Millisecond, d.ResetAfter)
+
+		// A slower rate: the used permits come back at it.
+		require.NoError(t, g.SetRate(limiters.PerSecond(1), 5))
+		assert.Equal(t, 4*time.Second, take("used4", 0).ResetAfter)
+		time.Sleep(time.Second)
+		assert.Equal(t, 2, take("used4", 0).Remaining)
+		assert.Equal(t, 2, g.Len(), "full keys need no state")
+
+		assert.ErrorContains(t, g.SetRate(limiters.Rate{}, 5), "rate")
+		assert.ErrorContains(t, g.SetRate(limiters.PerSecond(1), 0), "limit")
+		assert.Equal(t, 5, take("full", 0).Limit, "an invalid change changes nothing")
+		require.NoError(t, g.Close())
+		assert.ErrorIs(t, g.SetRate(limiters.PerSecond(1), 5), limiters.ErrClosed)
+	})
+}
+
+// TestGCRASetRateSameRateChangesNothing: setting the rate a repository has
+// leaves every decision as it was, on random traffic.
+func TestGCRASetRateSameRateChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := limiters.Rate{N: 3, Per: 300 * time.Millisecond}
+		g, ref := repository.NewGCRA(r, 4), repository.NewGCRA(r, 4)
+		defer g.Close()
+		defer ref.Close()
+		ctx := context.Background()
+		for i := range 300 {
+			time.Sleep(time.Duration(i%7) * 37 * time.Millisecond)
+			key, n := fmt.Sprint("k", i%3), i%5
+			if i%10 == 0 {
+				require.NoError(t, g.SetRate(r, 4))
+			}
+			want, err := ref.TryAcquire(ctx, key, n)
+			require.NoError(t, err)
+			got, err := g.TryAcquire(ctx, key, n)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "step %d", i)
+		}
+	})
+}
+
+// TestGCRASetRateMidQueue: reservations made before the change are granted
+// at their times, once each, and the bucket is empty when the last is due:
+// nothing is lost and nothing granted twice.
+func TestGCRASetRateMidQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := repository.NewGCRA(limiters.PerSecond(10), 1)
+		defer g.Close()
+		ctx := context.Background()
+		start := time.Now()
+		require.NoError(t, g.Acquire(ctx, "k", 1))
+		var mu sync.Mutex
+		var at []time.Duration
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				assert.NoError(t, g.Acquire(ctx, "k", 1))
+				mu.Lock()
+				at = append(at, time.Since(start))
+				mu.Unlock()
+			})
+			synctest.Wait()
+		}
+		require.NoError(t, g.SetRate(limiters.PerSecond(1), 1))
+		wg.Wait()
+		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond}, at)
+
+		// The last reservation emptied the bucket at 300ms; at 1/s the
+		// next permit is due a second later.
+		d, err := g.TryAcquire(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed)
+		assert.Equal(t, time.Second, d.RetryAfter)
+		time.Sleep(time.Second)
+		d, err = g.TryAcquire(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+	})
+}
+
+func TestGCRAHoldsNoPermits(t *testing.T) {
+	g := repository.NewGCRA(limiters.PerSecond(1), 1)
+	defer g.Close()
+	var r repository.Repository = g
+	h, ok := r.(limiters.PermitHolder)
+	require.True(t, ok, "a repository can say whether its permits are held")
+	assert.False(t, h.HoldsPermits())
+}
+
+func TestGCRAOptions(t *testing.T) {
+	_, ok := repository.WithIdleTimeout(time.Minute).(repository.GCRAOption)
+	assert.False(t, ok, "NewGCRA does not take WithIdleTimeout, which it would ignore")
+	for _, o := range []repository.Option{repository.WithMaxKeys(1), repository.WithOverflow(repository.RefuseNew)} {
+		_, ok := o.(repository.GCRAOption)
+		assert.True(t, ok)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,52 +15,39 @@ import (
 )
 
 // ErrTooManyKeys is returned for a new key when the repository holds
-// WithMaxKeys keys and none of them can be evicted: every candidate has
-// waiters, calls in flight, or permits held (a Concurrency limiter).
+// WithMaxKeys keys and none of them can make room: with RefuseNew, none is
+// full again; otherwise every candidate has waiters, calls in flight, or
+// permits held.
 var ErrTooManyKeys = errors.New("repository: too many keys")
-
-// Option configures a Memory.
-type Option func(*config)
-
-type config struct {
-	idle    time.Duration
-	maxKeys int
-}
-
-// WithIdleTimeout makes the repository forget a key whose limiter is idle —
-// full again (a peek reports Remaining == Limit and would be allowed), with
-// nobody waiting and no permits held — and has not been used for d. A later
-// call for that key starts a fresh limiter, which is indistinguishable from
-// the forgotten one because both are full. Zero or a negative d (the
-// default) never forgets a key on time alone.
-//
-// Expiry is lazy: see the package documentation and Memory.Sweep.
-func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle = max(d, 0) } }
-
-// WithMaxKeys bounds the number of keys held at once to n, exactly. A new
-// key beyond the bound evicts the least recently used idle key of its shard
-// or, if none is idle, the least recently used key without waiters (whose
-// limiter then loses its state: a key that was not yet full again starts
-// over full). If no key can be evicted, the new key's call fails with
-// ErrTooManyKeys. Zero or a negative n (the default) means unbounded.
-func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = max(n, 0) } }
 
 // Memory is the in-memory Repository: one limiter per key, created on first
 // use by a factory, in a sharded hash table. It holds no goroutines. The zero
 // value is not usable; call NewMemory. A Memory is safe for concurrent use.
 type Memory struct {
-	factory func(key string) limiters.Limiter
+	maker   atomic.Pointer[maker] // replaced by Reconfigure
 	seed    maphash.Seed
 	shards  []shard
 	shift   uint         // a key's shard is hash >> shift
 	idle    int64        // nanoseconds; 0 means never
 	maxKeys int64        // 0 means unbounded
+	refuse  bool         // WithOverflow(RefuseNew)
 	count   atomic.Int64 // see reserve
+	bound   boundCounts  // see Stats
+	reconf  sync.Mutex   // serializes Reconfigure
 	start   time.Time
 	closed  atomic.Bool
 }
 
-var _ Repository = (*Memory)(nil)
+// maker makes new keys' limiters. Reconfigure replaces it; an insert that
+// made its limiter with a maker that has since been replaced starts over.
+type maker struct {
+	factory func(key string) limiters.Limiter
+}
+
+var (
+	_ Repository = (*Memory)(nil)
+	_ Admin      = (*Memory)(nil)
+)
 
 const (
 	maxShards = 256
@@ -79,25 +67,24 @@ func NewMemory(factory func(key string) limiters.Limiter, opts ...Option) *Memor
 	if factory == nil {
 		panic("repository: NewMemory: nil factory")
 	}
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
+	c := newConfig(opts)
 	// A bound of n keys gets at most n/16 shards (and at most 256), so that
 	// each shard has keys to evict and small bounds evict in exact LRU order.
 	n := maxShards
 	if c.maxKeys > 0 {
 		n = min(1<<(bits.Len(uint(max(c.maxKeys/16, 1)))-1), maxShards)
 	}
-	return &Memory{
-		factory: factory,
+	m := &Memory{
 		seed:    maphash.MakeSeed(),
 		shards:  make([]shard, n),
 		shift:   uint(64 - bits.TrailingZeros(uint(n))),
 		idle:    int64(c.idle),
 		maxKeys: int64(c.maxKeys),
+		refuse:  c.overflow == RefuseNew,
 		start:   time.Now(),
 	}
+	m.maker.Store(&maker{factory: factory})
+	return m
 }
 
 func checkN(n int) {
@@ -118,13 +105,10 @@ func (m *Memory) TryAcquire(ctx context.Context, key string, n int) (limiters.De
 	// An existing key: decide under the shard's lock, which keeps the entry
 	// from being evicted meanwhile without pinning it (a limiter's
 	// TryAcquire never waits and never calls back into the repository).
-	h := maphash.String(m.seed, key)
-	s := &m.shards[m.shardOf(h)]
 	now := m.now()
-	s.mu.Lock()
-	if m.closed.Load() {
-		s.mu.Unlock()
-		return limiters.Decision{}, limiters.ErrClosed
+	s, h, err := m.lock(key)
+	if err != nil {
+		return limiters.Decision{}, err
 	}
 	if e := s.find(h, key); e != nil {
 		s.moveToFront(e)
@@ -151,13 +135,14 @@ func (m *Memory) TryAcquire(ctx context.Context, key string, n int) (limiters.De
 }
 
 // Acquire waits, in arrival order, until key's limiter grants n permits; see
-// limiters.Limiter. While it waits, the key is neither expired nor evicted.
+// limiters.Limiter. While it waits, the key is neither expired nor evicted;
+// Reset and Close fail it with limiters.ErrClosed.
 func (m *Memory) Acquire(ctx context.Context, key string, n int) error {
 	checkN(n)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	e, err := m.pin(key, true)
+	e, err := m.pin(key)
 	if err != nil {
 		return err
 	}
@@ -165,18 +150,31 @@ func (m *Memory) Acquire(ctx context.Context, key string, n int) error {
 	return e.lim.Acquire(ctx, n)
 }
 
-// Release gives n permits back to key's limiter (only Concurrency limiters
-// hold any). It never creates a limiter: releasing to a key the repository
-// does not hold does nothing. ctx is not consulted, so that permits go back
-// even when the request that took them was cancelled.
+// Release gives n permits back to key's limiter (only limiters that hold
+// permits, such as Concurrency, do anything with them). It never creates a
+// limiter: releasing to a key the repository does not hold does nothing,
+// and permits that Reset forgot are not given to the key's new limiter. ctx
+// is not consulted, so that permits go back even when the request that took
+// them was cancelled.
+//
+// The permits are given back with the key's shard locked, so that Reset
+// sees them either still held or already back, never in between; the
+// limiter's Release must not call back into the repository (this package's
+// limiters never do).
 func (m *Memory) Release(_ context.Context, key string, n int) error {
 	checkN(n)
-	e, err := m.pin(key, false)
-	if e == nil {
+	now := m.now()
+	s, h, err := m.lock(key)
+	if err != nil {
 		return err
 	}
-	defer e.refs.Add(-1)
-	e.lim.Release(n)
+	defer s.mu.Unlock() // Release may panic (more permits than held)
+	n = s.payDebt(key, n)
+	if e := s.find(h, key); e != nil && n > 0 {
+		s.moveToFront(e)
+		e.used = now
+		e.lim.Release(n)
+	}
 	return nil
 }
 
@@ -185,11 +183,12 @@ func (m *Memory) Release(_ context.Context, key string, n int) error {
 // the key is new and ErrTooManyKeys would be returned.
 //
 // The repository may forget the key afterwards (idle expiry, WithMaxKeys
-// eviction): it then closes the limiter Get returned and creates a new one
-// for the key's next use. Calls through the repository are never affected;
-// callers that keep Get's result should not. Do not Close it yourself.
+// eviction, Reset, Reconfigure): it then closes the limiter Get returned and
+// creates a new one for the key's next use. Calls through the repository are
+// never affected; callers that keep Get's result should not. Do not Close it
+// yourself.
 func (m *Memory) Get(key string) limiters.Limiter {
-	e, err := m.pin(key, true)
+	e, err := m.pin(key)
 	if err != nil {
 		return nil
 	}
@@ -201,6 +200,11 @@ func (m *Memory) Get(key string) limiters.Limiter {
 // concurrently, it counts them from just before they are, so it never
 // exceeds the WithMaxKeys bound.
 func (m *Memory) Len() int { return int(m.count.Load()) }
+
+// Stats reports the number of keys held (as Len does) and what the
+// WithMaxKeys bound has cost: keys evicted while they still held state, and
+// new keys refused.
+func (m *Memory) Stats() Stats { return m.bound.stats(m.Len()) }
 
 // Close closes every limiter (their waiters fail with limiters.ErrClosed)
 // and forgets every key. Later calls fail with limiters.ErrClosed. Close is
@@ -242,8 +246,7 @@ func (m *Memory) Sweep() int {
 		for e := s.tail; e != nil && now-e.used >= m.idle; {
 			newer := e.prev
 			if m.state(e) == stateIdle {
-				m.forget(s, e)
-				m.count.Add(-1)
+				m.drop(s, e)
 				forgot++
 			}
 			e = newer
@@ -265,18 +268,27 @@ func (m *Memory) now() int64 {
 
 func (m *Memory) shardOf(h uint64) int { return int(h >> m.shift) }
 
-// pin returns key's entry with its refs raised by one, creating the entry if
-// create is set. It returns (nil, nil) for an absent key when create is not.
-// The caller lowers refs when done; while refs > 0, the entry is neither
-// expired nor evicted.
-func (m *Memory) pin(key string, create bool) (*entry, error) {
+// lock returns key's shard, locked, and key's hash; or, after Close,
+// limiters.ErrClosed with no lock held.
+func (m *Memory) lock(key string) (*shard, uint64, error) {
 	h := maphash.String(m.seed, key)
 	s := &m.shards[m.shardOf(h)]
-	now := m.now()
 	s.mu.Lock()
 	if m.closed.Load() {
 		s.mu.Unlock()
-		return nil, limiters.ErrClosed
+		return nil, 0, limiters.ErrClosed
+	}
+	return s, h, nil
+}
+
+// pin returns key's entry, created if need be, with its refs raised by one.
+// The caller lowers refs when done; while refs > 0, the entry is neither
+// expired nor evicted.
+func (m *Memory) pin(key string) (*entry, error) {
+	now := m.now()
+	s, h, err := m.lock(key)
+	if err != nil {
+		return nil, err
 	}
 	if e := s.find(h, key); e != nil {
 		m.use(s, e, now)
@@ -287,9 +299,6 @@ func (m *Memory) pin(key string, create bool) (*entry, error) {
 		return e, nil
 	}
 	s.mu.Unlock()
-	if !create {
-		return nil, nil
-	}
 	return m.insert(h, key)
 }
 
@@ -300,39 +309,59 @@ func (m *Memory) use(s *shard, e *entry, now int64) {
 	e.refs.Add(1)
 }
 
+// errRemade is place's answer when Reconfigure replaced the maker after the
+// new entry's limiter was made: insert makes it again.
+var errRemade = errors.New("repository: remake the limiter")
+
 // insert creates key's entry, pinned, unless another goroutine has created
 // it meanwhile.
 func (m *Memory) insert(h uint64, key string) (*entry, error) {
-	lim := m.factory(key)
-	if lim == nil {
-		panic("repository: factory returned a nil limiter for key " + key)
+	for {
+		mk := m.maker.Load()
+		lim := mk.factory(key)
+		if lim == nil {
+			panic("repository: factory returned a nil limiter for key " + key)
+		}
+		// Clone the key: it may be a slice of a request's buffer.
+		e := &entry{key: strings.Clone(key), lim: lim, hash: uint32(h)}
+		i := m.shardOf(h)
+		s := &m.shards[i]
+		now := m.now()
+		s.mu.Lock()
+		got, err := m.place(i, e, mk, now)
+		s.mu.Unlock()
+		if got != e {
+			lim.Close()
+		}
+		if err != errRemade {
+			return got, err
+		}
 	}
-	// Clone the key: it may be a slice of a request's buffer.
-	e := &entry{key: strings.Clone(key), lim: lim, hash: uint32(h)}
-	i := m.shardOf(h)
-	s := &m.shards[i]
-	now := m.now()
-	s.mu.Lock()
-	got, err := m.place(i, e, now)
-	s.mu.Unlock()
-	if got != e {
-		lim.Close()
-	}
-	return got, err
 }
 
-// place adds e to shard i, pinned, making room under WithMaxKeys, and returns
-// it; or returns the entry another goroutine added for the same key. The
-// shard's lock must be held; place may release it and take it again.
-func (m *Memory) place(i int, e *entry, now int64) (*entry, error) {
+// place adds e, whose limiter mk made, to shard i, pinned, making room
+// under WithMaxKeys, and returns it; or returns the entry another goroutine
+// added for the same key. The shard's lock must be held; place may release
+// it and take it again.
+func (m *Memory) place(i int, e *entry, mk *maker, now int64) (*entry, error) {
 	s := &m.shards[i]
 	h := uint64(e.hash)
-	if m.closed.Load() {
-		return nil, limiters.ErrClosed
+	// check looks for the key and for what makes e unusable, each time the
+	// shard has been locked.
+	check := func() (*entry, error) {
+		switch old := s.find(h, e.key); {
+		case m.closed.Load():
+			return nil, limiters.ErrClosed
+		case old != nil:
+			m.use(s, old, now)
+			return old, nil
+		case m.maker.Load() != mk:
+			return nil, errRemade
+		}
+		return nil, nil
 	}
-	if old := s.find(h, e.key); old != nil {
-		m.use(s, old, now)
-		return old, nil
+	if old, err := check(); old != nil || err != nil {
+		return old, err
 	}
 	// Take a place in the count first, so that concurrent inserts in
 	// different shards can never together exceed the bound. An eviction
@@ -342,17 +371,13 @@ func (m *Memory) place(i int, e *entry, now int64) (*entry, error) {
 		ok := m.evictElsewhere(i, now)
 		s.mu.Lock()
 		if !ok {
+			m.bound.refused.Add(1)
 			return nil, ErrTooManyKeys
 		}
 		// The shard was unlocked: look again.
-		if m.closed.Load() {
+		if old, err := check(); old != nil || err != nil {
 			m.count.Add(-1)
-			return nil, limiters.ErrClosed
-		}
-		if old := s.find(h, e.key); old != nil {
-			m.count.Add(-1)
-			m.use(s, old, now)
-			return old, nil
+			return old, err
 		}
 	}
 	e.used = now
@@ -383,12 +408,17 @@ func (m *Memory) reserve() bool {
 	}
 }
 
-// forget removes e, which has no pins and no waiters, and closes its
-// limiter. Its place in m.count stays taken: the caller frees it or hands
-// it to a new key. s.mu must be held.
+// forget removes e and closes its limiter. Its place in m.count stays
+// taken: the caller frees it or hands it to a new key. s.mu must be held.
 func (m *Memory) forget(s *shard, e *entry) {
 	s.remove(e)
 	e.lim.Close()
+}
+
+// drop forgets e and frees its place in m.count. s.mu must be held.
+func (m *Memory) drop(s *shard, e *entry) {
+	m.forget(s, e)
+	m.count.Add(-1)
 }
 
 type entryState int
@@ -415,9 +445,9 @@ func (m *Memory) classify(e *entry, peek limiters.Decision) entryState {
 		return stateBusy
 	case full(peek):
 		return stateIdle
-	case peek.Remaining < peek.Limit && peek.ResetAfter <= 0:
-		// Time alone will not refill it: permits are held (Concurrency)
-		// and will come back through Release.
+	case limiters.HoldsPermits(e.lim):
+		// Not full, and its permits may be held: forgetting it would
+		// make their Release land on a fresh limiter.
 		return stateBusy
 	}
 	return stateStale
@@ -425,6 +455,14 @@ func (m *Memory) classify(e *entry, peek limiters.Decision) entryState {
 
 // full reports whether a peek (TryAcquire(0)) found the limiter full again.
 func full(peek limiters.Decision) bool { return peek.Allowed && peek.Remaining >= peek.Limit }
+
+// noMore reports whether evicting a limiter that a peeks admits no more than
+// evicting one that b peeks: it has used no more permits. The eviction scan
+// goes from the least recently used, so among equals the more recently used
+// goes: a key that has lasted is not pushed out by a flood of new keys used
+// as much. (The time until full is not compared: it differs by the moment of
+// each peek, and for windows every key is full again at once.)
+func noMore(a, b limiters.Decision) bool { return a.Limit-a.Remaining <= b.Limit-b.Remaining }
 
 // sweep examines up to k entries, from the least recently used, and forgets
 // those idle for m.idle. It resumes where the previous sweep stopped (the
@@ -443,8 +481,7 @@ func (m *Memory) sweep(s *shard, now int64, k int) {
 		}
 		newer := e.prev
 		if m.state(e) == stateIdle {
-			m.forget(s, e)
-			m.count.Add(-1)
+			m.drop(s, e)
 		}
 		e = newer
 	}
@@ -452,47 +489,67 @@ func (m *Memory) sweep(s *shard, now int64, k int) {
 }
 
 // evict makes room for one key in s, handing the forgotten key's place in
-// m.count to the caller: it forgets the least recently used idle
-// entry among the evictScan least recently used, or else the least recently
-// used of them without waiters. Busy entries it meets move to the front, so
-// the next eviction looks past them. s.mu must be held.
+// m.count to the caller. Among the evictScan least recently used entries,
+// it forgets the least recently used idle one; failing that (and unless
+// RefuseNew), the stale one whose loss admits the least (see noMore),
+// counted in m.bound.evicted. Entries it meets that it may not evict (busy
+// ones, and stale ones under RefuseNew) move to the front, so the next
+// eviction looks past them. s.mu must be held.
 func (m *Memory) evict(s *shard, now int64) bool {
-	var stale *entry
-	e := s.tail
+	type candidate struct {
+		e    *entry
+		peek limiters.Decision
+	}
+	var cands [evictScan]candidate
+	k := 0
+	skip := func(e *entry) {
+		s.moveToFront(e)
+		e.used = now
+	}
+	next := s.tail
 	for range evictScan {
+		e := next
 		if e == nil {
 			break
 		}
-		newer := e.prev
-		st := stateBusy
-		if e.refs.Load() == 0 {
-			// Once a stale fallback is found, only idle entries matter:
-			// skip classifying entries that the peek shows are not full.
-			if peek := e.lim.TryAcquire(0); stale == nil || full(peek) {
-				st = m.classify(e, peek)
-			} else {
-				st = stateStale
+		next = e.prev
+		if e.refs.Load() > 0 {
+			skip(e)
+			continue
+		}
+		switch peek := e.lim.TryAcquire(0); {
+		case full(peek):
+			if m.classify(e, peek) == stateIdle {
+				m.forget(s, e)
+				return true
+			}
+			skip(e)
+		default:
+			cands[k] = candidate{e, peek}
+			k++
+		}
+	}
+	// The candidates are not full: classify them (a call to Stats each)
+	// best first, and only until a stale one is found.
+	for k > 0 {
+		b := 0
+		if !m.refuse {
+			for i := 1; i < k; i++ {
+				if noMore(cands[i].peek, cands[b].peek) {
+					b = i
+				}
+			}
+			if c := cands[b]; m.classify(c.e, c.peek) == stateStale {
+				m.forget(s, c.e)
+				m.bound.evicted.Add(1)
+				return true
 			}
 		}
-		switch st {
-		case stateIdle:
-			m.forget(s, e)
-			return true
-		case stateStale:
-			if stale == nil {
-				stale = e
-			}
-		case stateBusy:
-			s.moveToFront(e)
-			e.used = now
-		}
-		e = newer
+		skip(cands[b].e)
+		copy(cands[b:k], cands[b+1:k])
+		k--
 	}
-	if stale == nil {
-		return false
-	}
-	m.forget(s, stale)
-	return true
+	return false
 }
 
 // evictElsewhere evicts one entry from a shard other than i, trying each in
@@ -508,4 +565,109 @@ func (m *Memory) evictElsewhere(i int, now int64) bool {
 		}
 	}
 	return false
+}
+
+// Peek reports key's state as TryAcquire(ctx, key, 0) would, and spends
+// nothing: it neither creates the key nor counts as a use of it. For a key
+// the repository does not hold, it peeks at a limiter made for the
+// occasion (by the factory, or by the spec Reconfigure gave) and closes it:
+// what the key's first call would find.
+func (m *Memory) Peek(ctx context.Context, key string) (limiters.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return limiters.Decision{}, err
+	}
+	s, h, err := m.lock(key)
+	if err != nil {
+		return limiters.Decision{}, err
+	}
+	if e := s.find(h, key); e != nil {
+		d := e.lim.TryAcquire(0)
+		s.mu.Unlock()
+		return d, nil
+	}
+	s.mu.Unlock()
+	lim := m.maker.Load().factory(key)
+	defer lim.Close()
+	return lim.TryAcquire(0), nil
+}
+
+// Reset forgets key's limiter, so that the key's next call finds a fresh,
+// full one. The old limiter is closed: its waiters fail with
+// limiters.ErrClosed. Permits held on it are forgotten: when its limiter
+// holds permits until Release (limiters.HoldsPermits), Reset counts them as
+// Limit − Remaining of a peek, and drops as many later Releases of the key
+// rather than give them to the new limiter, so they are harmless. The count
+// is exact for Concurrency; for a Chain that mixes Concurrency with a rate
+// limiter it also counts the permits the rate limiter has spent, and the
+// new limiter then misses as many Releases. Resetting a key the repository
+// does not hold does nothing.
+func (m *Memory) Reset(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s, h, err := m.lock(key)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if e := s.find(h, key); e != nil {
+		m.reset(s, e)
+	}
+	return nil
+}
+
+// reset forgets e even if it is in use, remembering the permits it holds as
+// the key's debt. s.mu must be held.
+func (m *Memory) reset(s *shard, e *entry) {
+	if limiters.HoldsPermits(e.lim) {
+		if d := e.lim.TryAcquire(0); d.Remaining < d.Limit {
+			s.owe(e.key, d.Limit-d.Remaining)
+		}
+	}
+	m.drop(s, e)
+}
+
+// Reconfigure changes the limit of every key at once, as an operator
+// lowering a limit during an incident or a plan upgrade needs: from now on
+// new keys' limiters are made by spec.New (the factory given to NewMemory
+// is no longer used), and every key held is told the new spec through its
+// limiter's Reconfigure method, which keeps its state (the permits it has,
+// its waiters). A key whose limiter has no Reconfigure method, or refuses
+// the spec (another algorithm, say), is Reset: it starts over with a
+// limiter of the new spec. An invalid spec is an error, and changes
+// nothing.
+func (m *Memory) Reconfigure(spec limiters.Spec) error {
+	probe, err := spec.New()
+	if err != nil {
+		return err
+	}
+	probe.Close()
+	if m.closed.Load() {
+		return limiters.ErrClosed
+	}
+	m.reconf.Lock()
+	defer m.reconf.Unlock()
+	// Inserts that made their limiter with the old maker start over when
+	// they see the new one: every key placed from now on has the new spec,
+	// and every key placed before is in a shard this loop has yet to visit.
+	m.maker.Store(&maker{factory: func(string) limiters.Limiter {
+		l, err := spec.New()
+		if err != nil {
+			panic("repository: a validated spec failed: " + err.Error())
+		}
+		return l
+	}})
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for e := s.head; e != nil; {
+			next := e.next
+			if r, ok := e.lim.(limiters.Reconfigurable); !ok || r.Reconfigure(spec) != nil {
+				m.reset(s, e)
+			}
+			e = next
+		}
+		s.mu.Unlock()
+	}
+	return nil
 }

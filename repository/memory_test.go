@@ -366,17 +366,19 @@ func TestMaxKeysEvictsLRUIdle(t *testing.T) {
 		peek("e") // c is LRU but stale; d is the LRU idle key
 		present("a", "c", "e")
 
-		// No idle key left: the least recently used one without waiters
-		// goes, and its state with it.
+		// No idle key left: the key whose loss admits the least (fewest
+		// permits used) goes, and its state with it; among equals, the
+		// more recently used.
 		take("e")
-		peek("f") // LRU order: c, a, e
-		present("a", "e", "f")
-		take("c")
-		take("c")
-		d, err := m.TryAcquire(ctx, "c", 1)
+		take("c") // c has used 2, a and e 1 each
+		peek("f") // LRU order: a, e, c
+		present("a", "c", "f")
+		assert.Equal(t, Stats{Keys: 3, Evicted: 1}, m.Stats(), "e lost its state; d was idle")
+		take("e")
+		d, err := m.TryAcquire(ctx, "e", 1)
 		require.NoError(t, err)
-		assert.False(t, d.Allowed, "the new c counts afresh, then refuses")
-		assert.Equal(t, 2, c.count("c"))
+		assert.True(t, d.Allowed, "the new e counts afresh")
+		assert.Equal(t, 2, c.count("e"))
 		assert.Equal(t, 3, m.Len())
 	})
 }
@@ -397,9 +399,8 @@ func TestMaxKeysFlood(t *testing.T) {
 	assert.Equal(t, bound, m.Len())
 	assert.Equal(t, bound, m.entries())
 	assert.LessOrEqual(t, m.slots(), 4*bound, "the tables do not grow past the bound either")
-	// The most recent keys are the ones kept (LRU within a shard).
-	assert.True(t, m.has("flood-"+strconv.Itoa(flood-1)))
-	assert.False(t, m.has("flood-0"))
+	assert.True(t, m.has("flood-"+strconv.Itoa(flood-1)), "the newest key is kept")
+	assert.EqualValues(t, flood-bound, m.Stats().Evicted, "each key past the bound evicted one not full again")
 }
 
 func TestMaxKeysFloodConcurrent(t *testing.T) {
@@ -623,4 +624,566 @@ func TestTryAcquireExistingDoesNotAllocate(t *testing.T) {
 func TestErrorsMatch(t *testing.T) {
 	err := fmt.Errorf("wrapped: %w", ErrTooManyKeys)
 	assert.True(t, errors.Is(err, ErrTooManyKeys))
+}
+
+// floodRounds is the hostile scenario of issue 14: a key limited to 5 an
+// hour asks 25 times, and between its requests a client that can mint keys
+// sends one request each with 20 new keys, a second later, against a bound
+// of 16 keys. The key must not be admitted more than 5 times. It returns how
+// often the key was admitted and how many new keys were refused.
+func floodRounds(t *testing.T, repo Repository) (admitted, refused int) {
+	t.Helper()
+	ctx := context.Background()
+	for round := range 25 {
+		d, err := repo.TryAcquire(ctx, "victim", 1)
+		require.NoError(t, err)
+		if d.Allowed {
+			admitted++
+		}
+		time.Sleep(time.Second)
+		for i := range 20 {
+			_, err := repo.TryAcquire(ctx, fmt.Sprintf("minted-%d-%d", round, i), 1)
+			if errors.Is(err, ErrTooManyKeys) {
+				refused++
+				continue
+			}
+			require.NoError(t, err)
+		}
+	}
+	return admitted, refused
+}
+
+const (
+	floodBound   = 16
+	floodInserts = 25 * 20
+)
+
+func TestBoundFloodCannotResetAKey(t *testing.T) {
+	repos := map[string]func(...GCRAOption) Repository{
+		"Memory": func(opts ...GCRAOption) Repository {
+			o := make([]Option, len(opts))
+			for i := range opts {
+				o[i] = opts[i]
+			}
+			return NewMemory(tokenBucket(limiters.PerHour(5), 5), o...)
+		},
+		"GCRA": func(opts ...GCRAOption) Repository { return NewGCRA(limiters.PerHour(5), 5, opts...) },
+	}
+	stats := func(r Repository) Stats { return r.(interface{ Stats() Stats }).Stats() }
+	for name, newRepo := range repos {
+		t.Run(name+"/RefuseNew", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRepo(WithMaxKeys(floodBound), WithOverflow(RefuseNew))
+				defer r.Close()
+				admitted, refused := floodRounds(t, r)
+				assert.Equal(t, 5, admitted, "the key keeps its limit")
+				// The victim and 15 minted keys fill the bound; every
+				// later minted key is refused.
+				assert.Equal(t, floodInserts-(floodBound-1), refused)
+				assert.Equal(t, Stats{Keys: floodBound, Refused: int64(refused)}, stats(r))
+			})
+		})
+		t.Run(name+"/EvictStale", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRepo(WithMaxKeys(floodBound))
+				defer r.Close()
+				admitted, refused := floodRounds(t, r)
+				assert.Zero(t, refused, "new keys are served")
+				assert.Equal(t, 5, admitted, "keys used less than the victim go first")
+				s := stats(r)
+				assert.Equal(t, floodBound, s.Keys)
+				// Every minted key past the bound evicted a minted key
+				// that was not full again: each is counted.
+				assert.EqualValues(t, floodInserts-(floodBound-1), s.Evicted)
+				assert.Zero(t, s.Refused)
+			})
+		})
+	}
+}
+
+// TestRefuseNewStillForgetsFullKeys: refusing new keys applies only when no
+// key is full again; a full key makes room, and is not counted.
+func TestRefuseNewStillForgetsFullKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(tokenBucket(limiters.PerHour(5), 5), WithMaxKeys(2), WithOverflow(RefuseNew))
+		defer m.Close()
+		ctx := context.Background()
+		for _, k := range []string{"a", "b"} {
+			_, err := m.TryAcquire(ctx, k, 1)
+			require.NoError(t, err)
+		}
+		_, err := m.TryAcquire(ctx, "c", 1)
+		require.ErrorIs(t, err, ErrTooManyKeys)
+		assert.Nil(t, m.Get("c"))
+		assert.True(t, m.has("a") && m.has("b"), "no state lost")
+
+		// A permit comes back every 12 minutes: then a is full again, and
+		// makes room; b, which has used one more, is not.
+		_, err = m.TryAcquire(ctx, "b", 1)
+		require.NoError(t, err)
+		time.Sleep(12 * time.Minute)
+		d, err := m.TryAcquire(ctx, "c", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+		assert.False(t, m.has("a"))
+		assert.Equal(t, Stats{Keys: 2, Refused: 2}, m.Stats(), "c twice (TryAcquire and Get); nothing evicted")
+	})
+}
+
+// adminRepo is what the Admin tests need of a repository.
+type adminRepo interface {
+	Repository
+	Admin
+	Len() int
+}
+
+// eachAdminRepo runs f, in a synctest bubble, on each memory repository
+// with 3 permits an hour a key.
+func eachAdminRepo(t *testing.T, f func(t *testing.T, r adminRepo)) {
+	for name, newRepo := range map[string]func() adminRepo{
+		"Memory": func() adminRepo { return NewMemory(tokenBucket(limiters.PerHour(3), 3)) },
+		"GCRA":   func() adminRepo { return NewGCRA(limiters.PerHour(3), 3) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRepo()
+				defer r.Close()
+				f(t, r)
+			})
+		})
+	}
+}
+
+func TestPeekSpendsNothingAndCreatesNothing(t *testing.T) {
+	eachAdminRepo(t, func(t *testing.T, r adminRepo) {
+		ctx := context.Background()
+		for range 3 {
+			d, err := r.Peek(ctx, "absent")
+			require.NoError(t, err)
+			assert.Equal(t, limiters.Decision{Allowed: true, Limit: 3, Remaining: 3}, d, "a full limiter")
+		}
+		assert.Equal(t, 0, r.Len(), "Peek created no key")
+
+		_, err := r.TryAcquire(ctx, "k", 2)
+		require.NoError(t, err)
+		want, err := r.TryAcquire(ctx, "k", 0)
+		require.NoError(t, err)
+		for range 5 {
+			d, err := r.Peek(ctx, "k")
+			require.NoError(t, err)
+			assert.Equal(t, want, d)
+		}
+		d, err := r.TryAcquire(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "the peeks spent nothing")
+		assert.Equal(t, 0, d.Remaining)
+		assert.Equal(t, 1, r.Len())
+	})
+}
+
+func TestResetGivesAFullLimiter(t *testing.T) {
+	eachAdminRepo(t, func(t *testing.T, r adminRepo) {
+		ctx := context.Background()
+		require.NoError(t, r.Reset(ctx, "absent"), "resetting an absent key is not an error")
+		assert.Equal(t, 0, r.Len())
+
+		_, err := r.TryAcquire(ctx, "k", 3)
+		require.NoError(t, err)
+		d, err := r.TryAcquire(ctx, "k", 1)
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+
+		require.NoError(t, r.Reset(ctx, "k"))
+		d, err = r.TryAcquire(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+		assert.Equal(t, 2, d.Remaining, "a full limiter")
+	})
+}
+
+func TestResetFailsWaiters(t *testing.T) {
+	eachAdminRepo(t, func(t *testing.T, r adminRepo) {
+		ctx := context.Background()
+		require.NoError(t, r.Acquire(ctx, "k", 3))
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- r.Acquire(ctx, "k", 1) }()
+		}
+		// Another key's waiter is not disturbed.
+		require.NoError(t, r.Acquire(ctx, "other", 3))
+		other := make(chan error, 1)
+		go func() { other <- r.Acquire(ctx, "other", 1) }()
+		synctest.Wait()
+
+		require.NoError(t, r.Reset(ctx, "k"))
+		for range 2 {
+			assert.ErrorIs(t, <-errs, limiters.ErrClosed)
+		}
+		d, err := r.TryAcquire(ctx, "k", 3)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "the failed waiters took nothing from the new limiter")
+
+		time.Sleep(20 * time.Minute)
+		assert.NoError(t, <-other)
+	})
+}
+
+func TestAdminAfterClose(t *testing.T) {
+	eachAdminRepo(t, func(t *testing.T, r adminRepo) {
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := r.Peek(cancelled, "k")
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, r.Reset(cancelled, "k"), context.Canceled)
+
+		require.NoError(t, r.Close())
+		_, err = r.Peek(context.Background(), "k")
+		assert.ErrorIs(t, err, limiters.ErrClosed)
+		assert.ErrorIs(t, r.Reset(context.Background(), "k"), limiters.ErrClosed)
+	})
+}
+
+// TestReleaseAfterResetIsHarmless: the permit held when its key was reset
+// comes back after the key has a new limiter, whose own holder still holds
+// its permit. The late Release neither panics nor frees the new holder's
+// permit.
+func TestReleaseAfterResetIsHarmless(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(func(string) limiters.Limiter { return limiters.NewConcurrency(1) })
+		defer m.Close()
+		ctx := context.Background()
+		require.NoError(t, m.Acquire(ctx, "k", 1)) // holder A
+		require.NoError(t, m.Reset(ctx, "k"))
+		require.NoError(t, m.Acquire(ctx, "k", 1)) // holder B, on the new limiter
+
+		require.NotPanics(t, func() { require.NoError(t, m.Release(ctx, "k", 1)) }) // A's, late
+		d, err := m.TryAcquire(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "B still holds the only permit")
+
+		require.NoError(t, m.Release(ctx, "k", 1)) // B's
+		d, err = m.TryAcquire(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+		require.NoError(t, m.Release(ctx, "k", 1))
+
+		// A permit whose key was reset and never recreated: its Release
+		// finds nothing, and settles the debt, so later pairs balance.
+		require.NoError(t, m.Acquire(ctx, "j", 1))
+		require.NoError(t, m.Reset(ctx, "j"))
+		require.NoError(t, m.Release(ctx, "j", 1))
+		assert.False(t, m.has("j"), "Release created nothing")
+		require.NoError(t, m.Acquire(ctx, "j", 1))
+		require.NoError(t, m.Release(ctx, "j", 1))
+		d, err = m.TryAcquire(ctx, "j", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+
+		g := NewGCRA(limiters.PerHour(1), 1)
+		defer g.Close()
+		require.NoError(t, g.Acquire(ctx, "k", 1))
+		require.NoError(t, g.Reset(ctx, "k"))
+		assert.NoError(t, g.Release(ctx, "k", 1), "token buckets hold nothing to release")
+	})
+}
+
+// fake is a limiter that counts permits against a limit and takes a new
+// Spec of its own algorithm in place, keeping its count: the shape of
+// limiters.Reconfigurable.
+type fake struct {
+	mu     sync.Mutex
+	spec   limiters.Spec
+	used   int
+	closed bool
+}
+
+func newFake(limit int) *fake {
+	return &fake{spec: limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: limit, Window: time.Hour}}
+}
+
+func (f *fake) Reconfigure(s limiters.Spec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s.Algorithm != f.spec.Algorithm {
+		return fmt.Errorf("fake: cannot become %s", s.Algorithm)
+	}
+	f.spec = s
+	return nil
+}
+
+func (f *fake) Spec() limiters.Spec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.spec
+}
+
+func (f *fake) TryAcquire(n int) limiters.Decision {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ok := !f.closed && f.used+n <= f.spec.Limit
+	if ok {
+		f.used += n
+	}
+	return limiters.Decision{Allowed: ok, Limit: f.spec.Limit, Remaining: max(f.spec.Limit-f.used, 0)}
+}
+
+func (f *fake) Acquire(_ context.Context, n int) error {
+	if !f.TryAcquire(n).Allowed {
+		return limiters.ErrRateLimited
+	}
+	return nil
+}
+
+func (f *fake) Release(int) {}
+func (f *fake) HoldsPermits() bool {
+	return false
+}
+
+func (f *fake) Stats() limiters.Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return limiters.Stats{Available: f.spec.Limit - f.used}
+}
+
+func (f *fake) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return nil
+}
+
+var fiveAnHour = limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: 5, Window: time.Hour}
+
+func TestMemoryReconfigureKeepsState(t *testing.T) {
+	m := NewMemory(func(string) limiters.Limiter { return newFake(2) })
+	defer m.Close()
+	ctx := context.Background()
+	for _, k := range []string{"a", "b"} {
+		_, err := m.TryAcquire(ctx, k, 1)
+		require.NoError(t, err)
+	}
+	a := m.Get("a").(*fake)
+
+	require.NoError(t, m.Reconfigure(fiveAnHour))
+	assert.Same(t, a, m.Get("a"), "reconfigured in place")
+	assert.Equal(t, fiveAnHour, a.Spec())
+	assert.Equal(t, fiveAnHour, m.Get("b").(*fake).Spec())
+	d, err := m.TryAcquire(ctx, "a", 4)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "a used 1 of 5")
+	assert.Equal(t, 0, d.Remaining)
+
+	// New keys are made from the spec, not by the factory.
+	d, err = m.TryAcquire(ctx, "c", 1)
+	require.NoError(t, err)
+	assert.Equal(t, 5, d.Limit)
+	assert.IsType(t, &limiters.FixedWindow{}, m.Get("c"))
+	d, err = m.Peek(ctx, "absent")
+	require.NoError(t, err)
+	assert.Equal(t, 5, d.Remaining, "Peek of an absent key sees the new spec too")
+
+	// An invalid spec changes nothing.
+	err = m.Reconfigure(limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: 0, Window: time.Hour})
+	assert.ErrorContains(t, err, "limit")
+	assert.Equal(t, fiveAnHour, a.Spec())
+	assert.Equal(t, 3, m.Len())
+
+	require.NoError(t, m.Close())
+	assert.ErrorIs(t, m.Reconfigure(fiveAnHour), limiters.ErrClosed)
+}
+
+// TestMemoryReconfigureResetsWhatItCannotChange: a limiter that refuses the
+// spec, or has no Reconfigure method, is replaced by one of the new spec;
+// its waiters fail with ErrClosed.
+func TestMemoryReconfigureResetsWhatItCannotChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(func(key string) limiters.Limiter {
+			if key == "plain" {
+				// Only the Limiter methods: no Reconfigure.
+				return struct{ limiters.Limiter }{limiters.NewFixedWindow(1, time.Hour)}
+			}
+			return newFake(1)
+		})
+		defer m.Close()
+		ctx := context.Background()
+		require.NoError(t, m.Acquire(ctx, "plain", 1))
+		waiter := make(chan error, 1)
+		go func() { waiter <- m.Acquire(ctx, "plain", 1) }()
+		_, err := m.TryAcquire(ctx, "refuses", 1)
+		require.NoError(t, err)
+		synctest.Wait()
+
+		tokens := limiters.Spec{Algorithm: limiters.AlgTokenBucket, Limit: 4, Rate: limiters.PerHour(4)}
+		require.NoError(t, m.Reconfigure(tokens))
+		assert.ErrorIs(t, <-waiter, limiters.ErrClosed)
+		for _, k := range []string{"plain", "refuses"} {
+			d, err := m.TryAcquire(ctx, k, 1)
+			require.NoError(t, err)
+			assert.Equal(t, limiters.Decision{Allowed: true, Limit: 4, Remaining: 3, ResetAfter: 15 * time.Minute}, d, k)
+		}
+	})
+}
+
+// TestMemoryReconfigureRacesInserts: keys created while Reconfigure runs
+// all end up with the new spec, whichever side of it they land on.
+func TestMemoryReconfigureRacesInserts(t *testing.T) {
+	m := NewMemory(func(string) limiters.Limiter { return newFake(1) })
+	defer m.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				if _, err := m.TryAcquire(ctx, fmt.Sprintf("w%d-%d", w, i), 0); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	require.NoError(t, m.Reconfigure(fiveAnHour))
+	wg.Wait()
+	require.Equal(t, 8*500, m.Len())
+	for w := range 8 {
+		for i := range 500 {
+			l := m.Get(fmt.Sprintf("w%d-%d", w, i))
+			if f, ok := l.(*fake); ok {
+				require.Equal(t, fiveAnHour, f.Spec(), "w%d-%d", w, i)
+			} else {
+				require.IsType(t, &limiters.FixedWindow{}, l)
+			}
+		}
+	}
+}
+
+// TestResetUnderChurn: holders acquire and release Concurrency permits while
+// their keys are reset over and over. No Release ever lands on a limiter
+// that does not hold it (that would panic), and once every holder has
+// released, every key's limiter has all its permits back: the permits Reset
+// forgot were each dropped exactly once.
+func TestResetUnderChurn(t *testing.T) {
+	const max, keys, workers = 2, 3, 16
+	m := NewMemory(func(string) limiters.Limiter { return limiters.NewConcurrency(max) })
+	defer m.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range 300 {
+				key := "c" + strconv.Itoa((w+i)%keys)
+				switch err := m.Acquire(ctx, key, 1); {
+				case errors.Is(err, limiters.ErrClosed):
+					continue // its limiter was reset while it waited
+				case err != nil:
+					t.Error(err)
+					return
+				}
+				if err := m.Release(ctx, key, 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 500 {
+		require.NoError(t, m.Reset(ctx, "c"+strconv.Itoa(i%keys)))
+	}
+	wg.Wait()
+	for k := range keys {
+		d, err := m.Peek(ctx, "c"+strconv.Itoa(k))
+		require.NoError(t, err)
+		assert.Equal(t, max, d.Remaining, "key %d", k)
+	}
+	for i := range m.shards {
+		assert.Empty(t, m.shards[i].debt, "every forgotten permit was released")
+	}
+}
+
+// slowRelease is a Concurrency limiter whose Release signals entered and
+// waits for proceed before giving the permits back.
+type slowRelease struct {
+	*limiters.Concurrency
+	entered, proceed chan struct{}
+}
+
+func (s *slowRelease) Release(n int) {
+	close(s.entered)
+	<-s.proceed
+	s.Concurrency.Release(n)
+}
+
+// TestResetWaitsForAReleaseInFlight: a Reset that came while a Release was
+// giving permits back would count them as held, and drop a later Release
+// of the key's next holder, whose permit would then never come back.
+func TestResetWaitsForAReleaseInFlight(t *testing.T) {
+	first := &slowRelease{limiters.NewConcurrency(1), make(chan struct{}), make(chan struct{})}
+	made := 0
+	m := NewMemory(func(string) limiters.Limiter {
+		if made++; made == 1 {
+			return first
+		}
+		return limiters.NewConcurrency(1)
+	})
+	defer m.Close()
+	ctx := context.Background()
+	require.NoError(t, m.Acquire(ctx, "k", 1))
+
+	released := make(chan error)
+	go func() { released <- m.Release(ctx, "k", 1) }()
+	<-first.entered
+	reset := make(chan error)
+	go func() { reset <- m.Reset(ctx, "k") }()
+	select {
+	case <-reset:
+		t.Fatal("Reset completed while a Release of the key was in flight")
+	case <-time.After(50 * time.Millisecond):
+		// Reset is waiting for the Release (a slow machine may hide the
+		// fault from this check, never the other way round).
+	}
+	close(first.proceed)
+	require.NoError(t, <-released)
+	require.NoError(t, <-reset)
+
+	require.NoError(t, m.Acquire(ctx, "k", 1)) // the new limiter's holder
+	require.NoError(t, m.Release(ctx, "k", 1))
+	d, err := m.TryAcquire(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "the new holder's Release reached the new limiter")
+}
+
+// TestMemoryReconfigureRealLimiters changes the limit of live keys backed by
+// the package limiters: a key keeps what it used, and a new key gets the new
+// limit.
+func TestMemoryReconfigureRealLimiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spec := limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: 10, Window: time.Hour}
+		repo := NewMemory(func(string) limiters.Limiter {
+			l, err := spec.New()
+			if err != nil {
+				panic(err)
+			}
+			return l
+		})
+		defer repo.Close()
+		ctx := context.Background()
+		for range 4 {
+			d, err := repo.TryAcquire(ctx, "a", 1)
+			if err != nil || !d.Allowed {
+				t.Fatalf("TryAcquire = %+v, %v", d, err)
+			}
+		}
+		lower := spec
+		lower.Limit = 5
+		if err := repo.Reconfigure(lower); err != nil {
+			t.Fatal(err)
+		}
+		d, err := repo.Peek(ctx, "a")
+		if err != nil || d.Limit != 5 || d.Remaining != 1 {
+			t.Fatalf("after lowering, key a = %+v, %v; want limit 5 with 1 left (4 used)", d, err)
+		}
+		d, err = repo.Peek(ctx, "b")
+		if err != nil || d.Limit != 5 || d.Remaining != 5 {
+			t.Fatalf("new key b = %+v, %v; want a full limit of 5", d, err)
+		}
+	})
 }

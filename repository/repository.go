@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/throttlekit/throttle/limiters"
 )
@@ -29,4 +30,27 @@ type Admin interface {
 	// are forgotten (a later Release of them is harmless). Resetting a key the
 	// repository does not hold is not an error.
 	Reset(ctx context.Context, key string) error
+}
+
+// Stats reports what a memory repository holds and what its WithMaxKeys
+// bound has cost. Forgetting a key whose limiter is full again loses nothing
+// and is not counted.
+type Stats struct {
+	// Keys is the number of keys held now.
+	Keys int
+	// Evicted counts keys evicted to make room for a new key while their
+	// limiter still held state (it was not full again): each such key
+	// starts over full and may admit up to its limit again. See EvictStale.
+	Evicted int64
+	// Refused counts new keys refused with ErrTooManyKeys.
+	Refused int64
+}
+
+// boundCounts are the counters behind Stats.Evicted and Stats.Refused.
+type boundCounts struct {
+	evicted, refused atomic.Int64
+}
+
+func (b *boundCounts) stats(keys int) Stats {
+	return Stats{Keys: keys, Evicted: b.evicted.Load(), Refused: b.refused.Load()}
 }

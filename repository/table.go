@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -29,7 +30,11 @@ type shard struct {
 	head  *entry // most recently used
 	tail  *entry // least recently used
 	hand  *entry // where the idle sweep resumes; nil means at the tail
-	_     [64]byte
+	// debt counts, per key, the permits that were held when the key's
+	// limiter was forgotten by Reset or Reconfigure: their Release must
+	// not reach the key's new limiter. nil until needed.
+	debt map[string]int
+	_    [64]byte
 }
 
 // find returns the entry for key, whose hash is h, or nil.
@@ -59,13 +64,17 @@ func (s *shard) add(e *entry) {
 	s.pushFront(e)
 }
 
-func (s *shard) place(e *entry) {
+func (s *shard) place(e *entry) { s.slots[s.probe(e.hash, nil)] = e }
+
+// probe returns the first slot holding x in the probe run that starts at
+// the home slot of hash: a free slot when x is nil.
+func (s *shard) probe(hash uint32, x *entry) uint32 {
 	mask := uint32(len(s.slots) - 1)
-	i := e.hash & mask
-	for s.slots[i] != nil {
+	i := hash & mask
+	for s.slots[i] != x {
 		i = (i + 1) & mask
 	}
-	s.slots[i] = e
+	return i
 }
 
 func (s *shard) resize(size int) {
@@ -81,10 +90,7 @@ func (s *shard) resize(size int) {
 // remove deletes e, which must be present.
 func (s *shard) remove(e *entry) {
 	mask := uint32(len(s.slots) - 1)
-	i := e.hash & mask
-	for s.slots[i] != e {
-		i = (i + 1) & mask
-	}
+	i := s.probe(e.hash, e)
 	// Backward-shift deletion: move later entries of the probe run into
 	// the hole unless that would put them before their home slot.
 	for j := (i + 1) & mask; s.slots[j] != nil; j = (j + 1) & mask {
@@ -140,4 +146,29 @@ func (s *shard) moveToFront(e *entry) {
 func (s *shard) reset() {
 	s.slots, s.n = nil, 0
 	s.head, s.tail, s.hand = nil, nil, nil
+	s.debt = nil
+}
+
+// owe records that n permits of key were held by a limiter the shard forgot.
+func (s *shard) owe(key string, n int) {
+	if s.debt == nil {
+		s.debt = make(map[string]int)
+	}
+	s.debt[strings.Clone(key)] += n
+}
+
+// payDebt takes what key is owed out of a Release of n permits and returns
+// the permits left to give to key's limiter.
+func (s *shard) payDebt(key string, n int) int {
+	d := s.debt[key]
+	if d == 0 {
+		return n
+	}
+	paid := min(d, n)
+	if paid == d {
+		delete(s.debt, key)
+	} else {
+		s.debt[key] = d - paid
+	}
+	return n - paid
 }

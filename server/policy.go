@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/throttlekit/throttle/internal/clip"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository"
@@ -276,7 +277,7 @@ func joinPath(path []seg) string {
 			}
 			b.WriteString(s.key)
 		default:
-			b.WriteString("[" + quote(s.key) + "]")
+			b.WriteString("[" + clip.Quote(s.key) + "]")
 		}
 	}
 	return b.String()
@@ -284,7 +285,7 @@ func joinPath(path []seg) string {
 
 // bareName reports whether k can be written unquoted in a path.
 func bareName(k string) bool {
-	if k == "" || len(k) > maxEcho {
+	if k == "" || len(k) > clip.Max {
 		return false
 	}
 	for _, c := range k {
@@ -337,7 +338,7 @@ func (p *Policy) compile(cfg PolicyConfig) error {
 	case cfg.DefaultPlan != "":
 		p.defaultPlan = p.plans[cfg.DefaultPlan]
 		if p.defaultPlan == nil {
-			return pathError([]seg{name("default_plan")}, fmt.Errorf("no plan named %s", quote(cfg.DefaultPlan)))
+			return pathError([]seg{name("default_plan")}, fmt.Errorf("no plan named %s", clip.Quote(cfg.DefaultPlan)))
 		}
 	case len(p.plans) == 1:
 		for _, pl := range p.plans {
@@ -412,11 +413,11 @@ func (p *Policy) compileRule(path []seg, endpoint string, cr Rule) (*rule, error
 			return nil, pathError(append(path, name("max_delay")), fmt.Errorf("the delay action needs a positive max_delay such as \"2s\", got %v", cr.MaxDelay))
 		}
 	default:
-		return nil, pathError(append(path, name("action")), fmt.Errorf("unknown action %s; want block, delay or shadow", quote(string(cr.Action))))
+		return nil, pathError(append(path, name("action")), fmt.Errorf("unknown action %s; want block, delay or shadow", clip.Quote(string(cr.Action))))
 	}
 	var ok bool
 	if r.problem, ok = problemTypes[cr.Problem]; !ok {
-		return nil, pathError(append(path, name("problem")), fmt.Errorf("unknown problem type %s; want quota-exceeded, temporary-reduced-capacity or abnormal-usage-detected", quote(cr.Problem)))
+		return nil, pathError(append(path, name("problem")), fmt.Errorf("unknown problem type %s; want quota-exceeded, temporary-reduced-capacity or abnormal-usage-detected", clip.Quote(cr.Problem)))
 	}
 	if len(cr.Limits) == 0 && len(cr.CostCaps) == 0 {
 		return nil, pathError(path, errors.New("a rule needs limits or cost_caps"))
@@ -484,7 +485,7 @@ func parsePrefixes(field string, list []string) ([]netip.Prefix, error) {
 			pf = netip.PrefixFrom(a, a.BitLen())
 		}
 		if err != nil {
-			return nil, pathError([]seg{name(field), at(i)}, fmt.Errorf("want an IP address or CIDR prefix, got %s", quote(s)))
+			return nil, pathError([]seg{name(field), at(i)}, fmt.Errorf("want an IP address or CIDR prefix, got %s", clip.Quote(s)))
 		}
 		pf = pf.Masked()
 		if a := pf.Addr(); a.Is4In6() && pf.Bits() >= 96 {

@@ -14,9 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/throttlekit/throttle/internal/clip"
 )
 
 // LoadPolicy reads a policy file, JSON if its name ends in ".json" and YAML
@@ -122,7 +123,7 @@ func decode(data []byte, format string) (PolicyConfig, *yaml.Node, error) {
 	switch format {
 	case "json", "yaml", "yml":
 	default:
-		return PolicyConfig{}, nil, fmt.Errorf("server: policy: unknown format %s; want json or yaml", quote(format))
+		return PolicyConfig{}, nil, fmt.Errorf("server: policy: unknown format %s; want json or yaml", clip.Quote(format))
 	}
 	if len(data) > MaxPolicySize {
 		return PolicyConfig{}, nil, &PolicyError{Err: fmt.Errorf("larger than MaxPolicySize (%d bytes)", MaxPolicySize)}
@@ -253,7 +254,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) error {
 		}
 		dur, err := time.ParseDuration(n.Value)
 		if err != nil {
-			return fail("want a duration such as \"1m\" or \"2s\", got %s", quote(n.Value))
+			return fail("want a duration such as \"1m\" or \"2s\", got %s", clip.Quote(n.Value))
 		}
 		v.SetInt(int64(dur))
 		return nil
@@ -276,10 +277,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) error {
 			k := n.Content[i]
 			f, ok := fieldByTag(t, k.Value)
 			if !ok {
-				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("unknown field %s; want one of %s", quote(k.Value), strings.Join(fieldNames(t), ", "))}
+				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("unknown field %s; want one of %s", clip.Quote(k.Value), strings.Join(fieldNames(t), ", "))}
 			}
 			if seen&(1<<f) != 0 {
-				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("field %s given twice", quote(k.Value))}
+				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("field %s given twice", clip.Quote(k.Value))}
 			}
 			seen |= 1 << f
 			if err := d.decode(n.Content[i+1], v.Field(f)); err != nil {
@@ -298,7 +299,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) error {
 			}
 			key := reflect.ValueOf(k.Value)
 			if v.MapIndex(key).IsValid() {
-				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("key %s given twice", quote(k.Value))}
+				return &PolicyError{Line: k.Line, Column: k.Column, Err: fmt.Errorf("key %s given twice", clip.Quote(k.Value))}
 			}
 			elem := reflect.New(t.Elem()).Elem()
 			if err := d.decode(n.Content[i+1], elem); err != nil {
@@ -327,7 +328,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) error {
 		}
 		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, strconv.IntSize)
 		if err != nil {
-			return fail("want an integer, got %s", truncate(n.Value))
+			return fail("want an integer, got %s", clip.String(n.Value))
 		}
 		v.SetInt(i)
 	default:
@@ -354,31 +355,12 @@ func describe(n *yaml.Node) string {
 	}
 	switch n.Tag {
 	case "!!int", "!!float":
-		return "the number " + truncate(n.Value)
+		return "the number " + clip.String(n.Value)
 	case "!!bool":
-		return "the boolean " + truncate(n.Value)
+		return "the boolean " + clip.String(n.Value)
 	}
-	return quote(n.Value)
+	return clip.Quote(n.Value)
 }
-
-// maxEcho is how many bytes of an input value an error message quotes.
-const maxEcho = 40
-
-// truncate shortens s, from a file or a request, for an error message: at
-// most maxEcho bytes, cut at a rune boundary, and "…" if anything was cut.
-func truncate(s string) string {
-	if len(s) <= maxEcho {
-		return s
-	}
-	i := maxEcho
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
-
-// quote is strconv.Quote of truncate(s).
-func quote(s string) string { return strconv.Quote(truncate(s)) }
 
 // fieldByTag finds the index of t's field whose yaml tag is name.
 func fieldByTag(t reflect.Type, name string) (int, bool) {

@@ -1,0 +1,218 @@
+package redisrepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// batcher sends the calls that arrive while a round trip is in flight
+// together, as one pipeline of EVALSHA commands (at most cfg.batch of them).
+// One goroutine per Repository runs the round trips; a call costs a channel,
+// not a goroutine. An idle batcher sends a call at once: batching adds no
+// latency beyond the round trip already in flight.
+type batcher struct {
+	r       *Repository
+	direct  bool // the client honours contexts: an idle batcher lets a caller send its own call
+	mu      sync.Mutex
+	pending []*call
+	busy    bool // a round trip is in flight, or the sender has been kicked
+	closed  bool
+	kick    chan struct{}
+	done    chan struct{}
+}
+
+type call struct {
+	keys []string
+	args []any
+	res  any
+	err  error
+	done chan struct{}
+}
+
+func newBatcher(r *Repository) *batcher {
+	b := &batcher{r: r, direct: honoursContexts(r.client), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go b.run()
+	return b
+}
+
+// honoursContexts reports whether client bounds socket reads by the
+// context's deadline (go-redis's ContextTimeoutEnabled), so that a caller
+// may make a round trip on its own goroutine without outliving its ctx.
+func honoursContexts(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// alone sends a call on the caller's goroutine when nothing is in flight
+// (the common case at low concurrency, saving a hand-off to the sender),
+// bounded by the round-trip timeout, which the client enforces. Only a ctx
+// that can never be cancelled may take this path: go-redis bounds a read by
+// a context's deadline but does not notice its cancellation, while a caller
+// waiting for the sender returns the moment its ctx is done. It returns nil
+// when a round trip is in flight: the call must queue.
+func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
+	b.mu.Lock()
+	if b.busy || b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.busy = true
+	b.mu.Unlock()
+	c := &call{keys: keys, args: args, done: make(chan struct{})}
+	b.exec(ctx, []*call{c})
+	b.mu.Lock()
+	if len(b.pending) > 0 && !b.closed {
+		b.kick <- struct{}{} // busy stays set: the sender takes over
+	} else {
+		b.busy = false
+	}
+	b.mu.Unlock()
+	return c
+}
+
+// do runs the script with keys and args and waits for its result or ctx.
+// A call abandoned by its ctx may still run: a rate limit may then count
+// it, and a concurrency lease it took expires (nobody renews it).
+//
+// The wait is also bounded by the round-trip timeout, whatever the client
+// does with contexts (go-redis ignores them on sockets unless the client
+// sets ContextTimeoutEnabled; its ReadTimeout, 3s by default, then ends a
+// round trip to a Redis that stopped answering).
+func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
+	if b.direct && ctx.Done() == nil {
+		if c := b.alone(ctx, keys, args); c != nil {
+			return c.res, c.err
+		}
+	}
+	c := b.submit(keys, args)
+	t := time.NewTimer(b.r.cfg.timeout)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, fmt.Errorf("%w: no reply within %v", ErrUnavailable, b.r.cfg.timeout)
+	}
+}
+
+// submit queues a call for the next round trip; its done channel closes
+// when its result is in.
+func (b *batcher) submit(keys []string, args []any) *call {
+	c := &call{keys: keys, args: args, done: make(chan struct{})}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		c.err = limiters.ErrClosed
+		close(c.done)
+		return c
+	}
+	b.pending = append(b.pending, c)
+	if !b.busy {
+		// The only kick outstanding: busy stays set until the sender has
+		// drained pending, so this send never blocks.
+		b.busy = true
+		b.kick <- struct{}{}
+	}
+	b.mu.Unlock()
+	return c
+}
+
+func (b *batcher) run() {
+	defer close(b.done)
+	for range b.kick {
+		for {
+			b.mu.Lock()
+			k := min(len(b.pending), b.r.cfg.batch)
+			batch := b.pending[:k:k]
+			b.pending = b.pending[k:]
+			if k == 0 {
+				b.busy = false
+				b.mu.Unlock()
+				break
+			}
+			b.mu.Unlock()
+			b.exec(context.Background(), batch)
+		}
+	}
+}
+
+// close fails the calls not yet sent with ErrClosed and waits for the
+// round trip in flight.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	rest := b.pending
+	b.pending = nil
+	b.mu.Unlock()
+	for _, c := range rest {
+		c.err = limiters.ErrClosed
+		close(c.done)
+	}
+	b.mu.Lock()
+	close(b.kick) // kicks are sent under mu and never once closed is set
+	b.mu.Unlock()
+	<-b.done
+}
+
+// ours reports whether err is a reply of our scripts (a foreign value),
+// which says nothing about Redis's health.
+func ours(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "THROTTLE ")
+}
+
+// exec sends batch in one round trip, bounded by parent and the round-trip
+// timeout, through the circuit breaker.
+func (b *batcher) exec(parent context.Context, batch []*call) {
+	r := b.r
+	ctx, cancel := context.WithTimeout(parent, r.cfg.timeout)
+	defer cancel()
+	_, err := r.cb.Execute(func() (struct{}, error) {
+		cmds := make([]*redis.Cmd, len(batch))
+		if len(batch) == 1 {
+			c := batch[0]
+			cmds[0] = r.script.EvalSha(ctx, r.client, c.keys, c.args...)
+		} else {
+			pipe := r.client.Pipeline()
+			for i, c := range batch {
+				cmds[i] = r.script.EvalSha(ctx, pipe, c.keys, c.args...)
+			}
+			pipe.Exec(ctx) // each command carries its own error
+		}
+		var failed error
+		for i, c := range batch {
+			c.res, c.err = cmds[i].Result()
+			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
+				c.res, c.err = r.script.Run(ctx, r.client, c.keys, c.args...).Result()
+			}
+			if c.err != nil && !ours(c.err) {
+				failed = c.err
+			}
+		}
+		return struct{}{}, failed
+	})
+	for _, c := range batch {
+		switch {
+		case err != nil && (errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)):
+			c.res, c.err = nil, fmt.Errorf("%w: circuit breaker: %w", ErrUnavailable, err)
+		case c.err != nil && !ours(c.err):
+			c.res, c.err = nil, fmt.Errorf("%w: %w", ErrUnavailable, c.err)
+		}
+		close(c.done)
+	}
+}

@@ -1,0 +1,105 @@
+package redisrepo
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// roundTrips counts the commands and pipelines a client sends.
+type roundTrips struct{ single, pipes, piped atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.single.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.pipes.Add(1)
+		h.piped.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// TestBatching: 64 goroutines calling at once share round trips: far fewer
+// round trips than calls, and no pipeline larger than WithBatch.
+func TestBatching(t *testing.T) {
+	s := redistest.Start(t)
+	for _, kind := range clientKinds {
+		t.Run(kind.name, func(t *testing.T) { testBatching(t, kind.make(t, s)) })
+	}
+}
+
+func testBatching(t *testing.T, c *redis.Client) {
+	h := &roundTrips{}
+	c.AddHook(h)
+	r := newRepo(t, c, limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 100, Rate: limiters.PerSecond(100)}, WithBatch(16))
+	const calls = 64 * 20
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range 64 {
+		wg.Go(func() {
+			<-start
+			for i := range 20 {
+				if _, err := r.TryAcquire(context.Background(), "k"+string(rune('a'+(g+i)%8)), 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	trips := h.single.Load() + h.pipes.Load()
+	t.Logf("%d calls in %d round trips (%d pipelines of %.1f commands on average)",
+		calls, trips, h.pipes.Load(), float64(h.piped.Load())/float64(max(h.pipes.Load(), 1)))
+	if trips > calls/4 {
+		t.Fatalf("%d calls took %d round trips: concurrent calls are not batched", calls, trips)
+	}
+	if h.pipes.Load() > 0 && h.piped.Load() > h.pipes.Load()*16 {
+		t.Fatal("a pipeline exceeded WithBatch(16)")
+	}
+	// One caller alone is sent at once, without waiting for company.
+	begin := time.Now()
+	if _, err := r.TryAcquire(context.Background(), "alone", 1); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(begin); el > 100*time.Millisecond {
+		t.Fatalf("a lone call took %v", el)
+	}
+}
+
+// TestNoScriptReload: a Redis that forgot the scripts (SCRIPT FLUSH, a
+// restart) gets them again, for single calls and pipelines alike.
+func TestNoScriptReload(t *testing.T) {
+	s := redistest.Start(t)
+	c := newClient(t, s)
+	r := newRepo(t, c, limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: 1000, Window: time.Hour})
+	for round := range 2 {
+		if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				if _, err := r.TryAcquire(context.Background(), "k", 1); err != nil {
+					t.Errorf("round %d after SCRIPT FLUSH: %v", round, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if d, _ := r.Peek(context.Background(), "k"); d.Remaining != 1000-32 {
+		t.Fatalf("after 32 grants: %+v", d)
+	}
+}

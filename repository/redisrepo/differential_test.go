@@ -1,0 +1,221 @@
+package redisrepo
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// step is one call of a trace: after dt, TryAcquire(n), or Release(rel)
+// when rel > 0.
+type step struct {
+	dt  time.Duration
+	n   int
+	rel int
+}
+
+// bubbleEpoch is when a synctest bubble's clock starts: 2000-01-01 UTC.
+var bubbleEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// ceilUS rounds d up to whole microseconds: Redis's clock resolution.
+func ceilUS(d time.Duration) time.Duration {
+	return (d + time.Microsecond - 1) / time.Microsecond * time.Microsecond
+}
+
+// mustExercise fails t unless the trace's calls (n > 0) were both granted
+// and denied: a differential test that never denies proves little.
+func mustExercise(t *testing.T, trace []step, got []limiters.Decision) {
+	t.Helper()
+	allowed, denied := 0, 0
+	for j, d := range got {
+		switch {
+		case trace[j].rel > 0 || trace[j].n == 0:
+		case d.Allowed:
+			allowed++
+		default:
+			denied++
+		}
+	}
+	if allowed == 0 || denied == 0 {
+		t.Fatalf("the trace has %d grants and %d denials; it must exercise both", allowed, denied)
+	}
+}
+
+// maxStep is the longest pause between two calls of a trace: short enough
+// that the limit is often reached, long enough that it often comes back.
+func maxStep(spec limiters.Spec) time.Duration {
+	switch {
+	case spec.Window > 0:
+		return spec.Window / 3
+	case spec.Rate.N > 0:
+		return spec.Rate.Per * time.Duration(spec.Limit) / time.Duration(2*spec.Rate.N)
+	}
+	return 400 * time.Millisecond
+}
+
+// TestDifferential runs random traces through the script (its clock driven
+// by the test) and through the local limiter of the same spec (in a
+// synctest bubble), and requires identical decisions: Allowed, Limit,
+// Remaining exactly, ResetAfter and RetryAfter up to the microsecond.
+func TestDifferential(t *testing.T) {
+	s := redistest.Start(t)
+	c := newClient(t, s)
+	cases := []limiters.Spec{
+		{Algorithm: limiters.AlgGCRA, Limit: 7, Rate: limiters.Rate{N: 5, Per: time.Second}},
+		{Algorithm: limiters.AlgGCRA, Limit: 1, Rate: limiters.Rate{N: 7, Per: 7 * time.Millisecond}},
+		{Algorithm: limiters.AlgTokenBucket, Limit: 7, Rate: limiters.Rate{N: 5, Per: time.Second}},
+		{Algorithm: limiters.AlgTokenBucket, Limit: 3, Rate: limiters.Rate{N: 10, Per: 3 * time.Millisecond}},
+		{Algorithm: limiters.AlgLeakyBucket, Limit: 5, Rate: limiters.Rate{N: 4, Per: time.Second}},
+		{Algorithm: limiters.AlgFixedWindow, Limit: 5, Window: time.Second},
+		{Algorithm: limiters.AlgSlidingWindow, Limit: 5, Window: time.Second},
+		{Algorithm: limiters.AlgSlidingWindow, Limit: 13, Window: 700 * time.Millisecond},
+		{Algorithm: limiters.AlgSlidingLog, Limit: 5, Window: time.Second},
+		{Algorithm: limiters.AlgConcurrency, Limit: 4},
+	}
+	for i, spec := range cases {
+		for seed := range uint64(4) {
+			t.Run(fmt.Sprintf("%s/%d/seed%d", spec.Algorithm, i, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, uint64(i)))
+				trace := make([]step, 250)
+				held := 0
+				for j := range trace {
+					st := step{dt: time.Duration(rng.Int64N(int64(maxStep(spec)))) / time.Microsecond * time.Microsecond}
+					if spec.Algorithm == limiters.AlgConcurrency && held > 0 && rng.IntN(3) == 0 {
+						st.rel = 1 + rng.IntN(held)
+						held -= st.rel
+					} else {
+						st.n = rng.IntN(min(spec.Limit, 3) + 1)
+					}
+					trace[j] = st
+				}
+				// The trace spans about 50s of script time: leases must outlive it.
+				r := newRepo(t, c, spec, WithPrefix(fmt.Sprintf("diff%d.%d:", i, seed)), WithLease(time.Hour))
+				var now time.Duration
+				r.SetClock(func() int64 { return bubbleEpoch.Add(now).UnixMicro() })
+				got := make([]limiters.Decision, len(trace))
+				for j, st := range trace {
+					now += st.dt
+					if st.rel > 0 {
+						if err := r.Release(ctxT(t), "k", st.rel); err != nil {
+							t.Fatal(err)
+						}
+						continue
+					}
+					d, err := r.TryAcquire(ctxT(t), "k", st.n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d.Allowed && spec.Algorithm == limiters.AlgConcurrency {
+						held += st.n
+					}
+					got[j] = d
+				}
+				mustExercise(t, trace, got)
+				var want []limiters.Decision
+				synctest.Test(t, func(t *testing.T) {
+					lim, err := spec.New()
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer lim.Close()
+					want = make([]limiters.Decision, len(trace))
+					for j, st := range trace {
+						time.Sleep(st.dt)
+						if st.rel > 0 {
+							lim.Release(st.rel)
+							continue
+						}
+						d := lim.TryAcquire(st.n)
+						d.ResetAfter, d.RetryAfter = ceilUS(d.ResetAfter), ceilUS(d.RetryAfter)
+						want[j] = d
+					}
+				})
+				for j := range trace {
+					if got[j] != want[j] {
+						t.Fatalf("step %d (%+v): redis %+v, local %+v", j, trace[j], got[j], want[j])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestReserveDifferential: the script's reservations (what Acquire waits
+// for) are those of limiters.GCRAParams.Reserve on the same random traces:
+// the same waits, and the same refusals past the maximum wait.
+func TestReserveDifferential(t *testing.T) {
+	s := redistest.Start(t)
+	c := newClient(t, s)
+	spec := limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 4, Rate: limiters.Rate{N: 5, Per: time.Second}}
+	type res struct {
+		wait     time.Duration
+		rejected bool
+	}
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		type rstep struct {
+			dt      time.Duration
+			n       int
+			maxWait time.Duration // < 0: none
+		}
+		trace := make([]rstep, 200)
+		for j := range trace {
+			trace[j] = rstep{dt: time.Duration(rng.Int64N(int64(300*time.Millisecond))) / time.Microsecond * time.Microsecond,
+				n: 1 + rng.IntN(spec.Limit), maxWait: time.Duration(rng.Int64N(int64(3*time.Second)))/time.Microsecond*time.Microsecond - 500*time.Millisecond}
+		}
+		r := newRepo(t, c, spec, WithPrefix(fmt.Sprintf("rdiff%d:", seed)))
+		var now time.Duration
+		r.SetClock(func() int64 { return bubbleEpoch.Add(now).UnixMicro() })
+		got := make([]res, len(trace))
+		for j, st := range trace {
+			now += st.dt
+			mw := int64(-1)
+			if st.maxWait >= 0 {
+				mw = st.maxWait.Microseconds()
+			}
+			out, err := r.call(ctxT(t), "k", "reserve", st.n, mw, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _, _ := ints(out)
+			got[j] = res{wait: us(v[1]), rejected: v[0] == 0}
+		}
+		waited, refused := 0, 0
+		for _, g := range got {
+			if g.rejected {
+				refused++
+			} else if g.wait > 0 {
+				waited++
+			}
+		}
+		if waited == 0 || refused == 0 {
+			t.Fatalf("seed %d: the trace has %d waits and %d refusals; it must exercise both", seed, waited, refused)
+		}
+		synctest.Test(t, func(t *testing.T) {
+			p := limiters.NewGCRAParams(spec.Rate, spec.Limit)
+			var st limiters.GCRAState
+			for j, step := range trace {
+				time.Sleep(step.dt)
+				mw := step.maxWait
+				if mw < 0 {
+					mw = -1
+				}
+				d, err := p.Reserve(&st, step.n, mw)
+				want := res{wait: ceilUS(d)}
+				var rej *limiters.RejectedError
+				if errors.As(err, &rej) {
+					want = res{wait: ceilUS(rej.RetryAfter), rejected: true}
+				}
+				if got[j] != want {
+					t.Fatalf("seed %d step %d (%+v): redis %+v, GCRAParams %+v", seed, j, step, got[j], want)
+				}
+			}
+		})
+	}
+}

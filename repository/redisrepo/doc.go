@@ -1,0 +1,94 @@
+// Package redisrepo keeps limits in Redis, so that every replica of a
+// service shares them: twenty workers behind one API key admit the limit
+// once between them, not twenty times. It implements repository.Repository
+// and repository.Admin with github.com/redis/go-redis/v9, so a single node,
+// Sentinel (a failover client) and Cluster all work; it is the only package
+// of this module that imports go-redis.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	repo, err := redisrepo.New(client, limiters.Spec{Algorithm: "gcra", Limit: 20, Rate: limiters.PerSecond(10)})
+//	...
+//	defer repo.Close()
+//	d, err := repo.TryAcquire(ctx, userID, 1)
+//
+// # Model
+//
+// Each algorithm of package limiters (token bucket, GCRA, leaky bucket,
+// fixed window, sliding window, sliding log, concurrency) is a Lua script
+// that decides atomically in one round trip (EVALSHA; the script is loaded
+// again after NOSCRIPT). Time comes from Redis's TIME inside the script, so
+// replicas whose clocks disagree still agree. Arithmetic is in integer
+// microseconds (Redis's clock resolution), with rates kept as exact
+// fractions as package limiters keeps them, so nothing drifts; the
+// Decisions are those the local limiter of the same Spec would return,
+// durations rounded up to the microsecond. A rate's period and a window
+// must therefore be whole microseconds, and New refuses specs whose
+// arithmetic would not stay exact (beyond decades of burst).
+//
+// NewChain decides several limits of one key (10/s and 1000/day and 5 in
+// flight) all or nothing in the same round trip.
+//
+// Acquire is fair across replicas for the bucket algorithms: the script
+// reserves the earliest slot in Redis, and the caller sleeps until it, so
+// waiters are served in reservation order whichever replica they are on. A
+// slot past ctx's deadline is refused at once with *limiters.RejectedError.
+// A caller that gives up cancels its reservation: given back while it is the
+// latest on the key, otherwise left to expire. A spec's QueueLimit bounds
+// the permits reserved ahead (the leaky bucket's default is its capacity;
+// the others are unlimited by default): beyond it Acquire returns
+// limiters.ErrQueueFull at once. The window algorithms and concurrency
+// limits retry instead (see Repository.Acquire).
+//
+// Concurrency permits are leases: members of a sorted set scored by their
+// expiry, renewed by one goroutine per Repository while held, so the permits
+// of a crashed replica come back by themselves after the lease (WithLease,
+// 10s by default). Release gives back this repository's own leases.
+//
+// Calls from one process that arrive while a round trip is in flight go
+// together in the next pipeline (at most WithBatch calls), sent by one
+// goroutine per Repository: no goroutine per call, and no added latency when
+// the connection is idle. A call returns as soon as its ctx is done, and
+// waits at most WithTimeout for Redis, whatever the client's settings. With
+// ContextTimeoutEnabled: true on the client (so that go-redis bounds its
+// reads by the context's deadline), a call whose ctx can never be cancelled
+// (context.Background) that finds nothing in flight makes its round trip on
+// its own goroutine, saving the hand-off to the sender.
+//
+// # Keys and TTLs
+//
+// Key k with prefix p (WithPrefix, default "throttle:") is stored under
+// p{k}:<i><algorithm>, where the hash tag {k} puts every key of one decision
+// in the same Cluster slot. A key of 1 to 64 bytes of printable ASCII other
+// than '{' and '}', not starting with '#', is used verbatim; any other key —
+// empty, longer, binary, with spaces or braces — becomes '#' and its hex
+// SHA-256, so a hostile key costs at most 65 bytes and never collides with
+// a verbatim one. Every key is written with a TTL no longer than its state
+// matters: until the bucket is full again, the window (two for the sliding
+// window) ends, the last grant leaves the log, or the last lease expires; a
+// state equal to a full limiter is deleted rather than written.
+//
+// The sliding log keeps one sorted-set entry per grant, so its memory is
+// O(limit) per key, and New refuses limits above 100,000; a call costs
+// O(log entries) plus the entries that expire, plus n entries when it is
+// refused. Use sliding_window (two counters whatever the limit) for larger
+// limits.
+//
+// # When Redis is not well
+//
+// Each round trip is bounded by WithTimeout (and each call by its ctx); a
+// circuit breaker (github.com/sony/gobreaker/v2, WithBreaker) opens after
+// consecutive failures and lets a trial through after a cool-down. Then
+// WithFailMode decides: FailClosed (the default) returns an error wrapping
+// ErrUnavailable; FailOpen admits; FailLocal decides with a local limiter of
+// the same spec divided by WithReplicas. WithObserver hears of each, and of
+// every breaker state change; BreakerState reports it. Service resumes by
+// itself when Redis answers again. A value someone else wrote at one of our
+// keys is an error wrapping ErrForeignValue, never an admit.
+//
+// # Cluster
+//
+// A Cluster needs nothing more than a *redis.ClusterClient: every key of a
+// decision shares its hash tag. Scripts are loaded on each master on first
+// use. While a master is down, keys in its slots are unavailable (the fail
+// mode decides for them) and the others keep working.
+package redisrepo

@@ -1,0 +1,67 @@
+package redisrepo
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// newClient returns a client of s that honours contexts (the setting the
+// package doc recommends), closed when t ends.
+func newClient(t testing.TB, s *redistest.Server) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newPlainClient returns a client with go-redis's defaults, which ignore
+// contexts on sockets: every call then goes through the batcher's sender.
+func newPlainClient(t testing.TB, s *redistest.Server) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// clientKinds are the two paths a call can take.
+var clientKinds = []struct {
+	name string
+	make func(testing.TB, *redistest.Server) *redis.Client
+}{{"ctx-client", newClient}, {"plain-client", newPlainClient}}
+
+// newRepo returns a repository closed when t ends.
+func newRepo(t testing.TB, c redis.UniversalClient, spec limiters.Spec, opts ...Option) *Repository {
+	t.Helper()
+	r, err := New(c, spec, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// specs is one spec per algorithm, limit lim per window (or rate lim/window).
+func specs(lim int, window time.Duration) map[string]limiters.Spec {
+	r := limiters.Rate{N: lim, Per: window}
+	return map[string]limiters.Spec{
+		limiters.AlgTokenBucket:   {Algorithm: limiters.AlgTokenBucket, Limit: lim, Rate: r},
+		limiters.AlgGCRA:          {Algorithm: limiters.AlgGCRA, Limit: lim, Rate: r},
+		limiters.AlgLeakyBucket:   {Algorithm: limiters.AlgLeakyBucket, Limit: lim, Rate: r},
+		limiters.AlgFixedWindow:   {Algorithm: limiters.AlgFixedWindow, Limit: lim, Window: window},
+		limiters.AlgSlidingWindow: {Algorithm: limiters.AlgSlidingWindow, Limit: lim, Window: window},
+		limiters.AlgSlidingLog:    {Algorithm: limiters.AlgSlidingLog, Limit: lim, Window: window},
+		limiters.AlgConcurrency:   {Algorithm: limiters.AlgConcurrency, Limit: lim},
+	}
+}

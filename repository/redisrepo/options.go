@@ -1,0 +1,137 @@
+package redisrepo
+
+import (
+	"time"
+)
+
+// FailMode says what the repository decides while Redis is unreachable
+// (a call failed or timed out, or the circuit breaker is open).
+type FailMode int
+
+const (
+	// FailClosed returns an error wrapping ErrUnavailable: nothing is
+	// admitted without Redis. It is the zero value and the default.
+	FailClosed FailMode = iota
+	// FailOpen admits every request: TryAcquire returns an allowed Decision
+	// and a nil error, Acquire returns nil. The observer hears of each.
+	FailOpen
+	// FailLocal decides with a local limiter of the same spec, its limit
+	// (and rate) divided by the replica count (WithReplicas), so that the
+	// fleet as a whole stays near its limit.
+	FailLocal
+)
+
+// String names the mode as the constants do.
+func (m FailMode) String() string {
+	switch m {
+	case FailClosed:
+		return "FailClosed"
+	case FailOpen:
+		return "FailOpen"
+	case FailLocal:
+		return "FailLocal"
+	}
+	return "FailMode(?)"
+}
+
+// Option configures a Repository.
+type Option func(*config)
+
+type config struct {
+	prefix   string
+	fail     FailMode
+	replicas int
+	timeout  time.Duration
+	lease    time.Duration
+	batch    int
+	failures int
+	cooldown time.Duration
+	observer func(Event)
+}
+
+func defaults() config {
+	return config{
+		prefix:   "throttle:",
+		replicas: 1,
+		timeout:  time.Second,
+		lease:    10 * time.Second,
+		batch:    128,
+		failures: 5,
+		cooldown: 5 * time.Second,
+	}
+}
+
+// WithPrefix sets the namespace of every key the repository writes. The
+// default is "throttle:".
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithFailMode sets what happens while Redis is unreachable; the default is
+// FailClosed.
+func WithFailMode(m FailMode) Option { return func(c *config) { c.fail = m } }
+
+// WithReplicas sets the number of replicas sharing the limits, which
+// FailLocal divides each limit by (default 1: each replica alone admits the
+// whole limit while Redis is away).
+func WithReplicas(n int) Option { return func(c *config) { c.replicas = max(n, 1) } }
+
+// WithTimeout bounds each round trip to Redis (default 1s), whatever the
+// callers' contexts allow; a caller's own context bounds its wait too.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+// WithLease sets how long a concurrency permit survives its holder's
+// silence (default 10s). Held permits are renewed every third of it; the
+// permits of a replica that crashed come back after at most this long.
+func WithLease(d time.Duration) Option {
+	return func(c *config) {
+		if d >= 3*time.Millisecond {
+			c.lease = d
+		}
+	}
+}
+
+// WithBatch sets the most calls sent to Redis in one pipeline (default 128).
+func WithBatch(n int) Option { return func(c *config) { c.batch = max(n, 1) } }
+
+// WithBreaker sets the circuit breaker: it opens after failures consecutive
+// failed round trips (default 5) and lets one trial through after cooldown
+// (default 5s).
+func WithBreaker(failures int, cooldown time.Duration) Option {
+	return func(c *config) {
+		c.failures = max(failures, 1)
+		if cooldown > 0 {
+			c.cooldown = cooldown
+		}
+	}
+}
+
+// WithObserver sets a function told of breaker state changes and of every
+// decision taken without Redis. It must be quick and must not call back
+// into the repository.
+func WithObserver(f func(Event)) Option { return func(c *config) { c.observer = f } }
+
+// EventKind says what an Event reports.
+type EventKind int
+
+const (
+	// EventBreaker: the circuit breaker changed state (Event.State).
+	EventBreaker EventKind = iota + 1
+	// EventFailOpen: a call was admitted without Redis (FailOpen).
+	EventFailOpen
+	// EventFailLocal: a call was decided by the local limiter (FailLocal).
+	EventFailLocal
+	// EventFailClosed: a call failed because Redis was unreachable.
+	EventFailClosed
+)
+
+// Event is what an observer is told.
+type Event struct {
+	Kind  EventKind
+	State string // EventBreaker: the new state, "closed", "half-open" or "open"
+	Err   error  // the failure behind a fail-mode event
+}

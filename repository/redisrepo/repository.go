@@ -1,0 +1,628 @@
+package redisrepo
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/throttlekit/throttle/limiters"
+	"github.com/throttlekit/throttle/repository"
+)
+
+// ErrUnavailable is wrapped by the errors returned while Redis cannot be
+// reached (a failed or timed-out round trip, or an open circuit breaker).
+var ErrUnavailable = errors.New("redisrepo: redis unavailable")
+
+// ErrForeignValue is wrapped by the error returned when one of the
+// repository's keys holds a value it did not write (someone SET it).
+var ErrForeignValue = errors.New("redisrepo: foreign value at key")
+
+// maxLogLimit bounds a sliding log's limit: the log keeps one sorted-set
+// entry per grant, so its memory is O(limit) per key.
+const maxLogLimit = 100_000
+
+// maxExact is the bound under which the scripts' products stay exact in
+// Lua's doubles (2^53), with headroom.
+const maxExact = 1 << 51
+
+// Repository keeps limits in Redis, one set of keys per limiter key; see
+// the package documentation. It implements repository.Repository and
+// repository.Admin and is safe for concurrent use.
+type Repository struct {
+	client redis.UniversalClient
+	cfg    config
+	limits []limit
+	script *redis.Script
+	maxN   int  // the most permits one call may take: the smallest limit
+	rate   bool // every limit is a bucket algorithm: Acquire reserves
+	conc   bool // some limit is a concurrency limit: permits are leases
+
+	b     *batcher
+	cb    *gobreaker.CircuitBreaker[struct{}]
+	local *repository.Memory // FailLocal only
+
+	id  string
+	seq atomic.Uint64
+
+	mu       sync.Mutex
+	held     map[string][]string // concurrency leases held, per key; "" is a local permit
+	released chan struct{}       // closed and replaced on every Release
+
+	clock func() int64 // tests only: the scripts' clock, µs
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+var (
+	_ repository.Repository = (*Repository)(nil)
+	_ repository.Admin      = (*Repository)(nil)
+)
+
+// limit is one spec as the scripts take it: its algorithm's code and its
+// six ARGV fields.
+type limit struct {
+	code string
+	args [6]any
+}
+
+// New returns a repository deciding spec's limit for every key in Redis,
+// through client (a *redis.Client, *redis.ClusterClient or a Sentinel
+// failover client). An invalid spec is an error naming the field. Close
+// stops its background work; it does not close client.
+func New(client redis.UniversalClient, spec limiters.Spec, opts ...Option) (*Repository, error) {
+	return NewChain(client, []limiters.Spec{spec}, opts...)
+}
+
+// NewChain returns a repository deciding several limits of each key at
+// once (10/s and 1000/day and 5 in flight, say): a call is admitted only if
+// every limit admits it, all or nothing, in one round trip. Its Decision is
+// the most restrictive: the smallest Remaining (with its Limit), the largest
+// RetryAfter and ResetAfter.
+func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Option) (*Repository, error) {
+	if client == nil {
+		return nil, errors.New("redisrepo: nil client")
+	}
+	if len(specs) == 0 {
+		return nil, errors.New("redisrepo: no spec")
+	}
+	r := &Repository{client: client, cfg: defaults(), rate: true, maxN: -1,
+		held: map[string][]string{}, released: make(chan struct{}), stop: make(chan struct{})}
+	for _, o := range opts {
+		o(&r.cfg)
+	}
+	codes := make([]string, len(specs))
+	for i, s := range specs {
+		l, err := newLimit(s, r.cfg.lease)
+		if err != nil {
+			if len(specs) > 1 {
+				return nil, fmt.Errorf("redisrepo: spec %d: %w", i, err)
+			}
+			return nil, err
+		}
+		r.limits = append(r.limits, l)
+		codes[i] = l.code
+		if r.maxN < 0 || s.Limit < r.maxN {
+			r.maxN = s.Limit
+		}
+		switch l.code {
+		case codeGCRA, codeTokenBucket, codeLeakyBucket:
+		default:
+			r.rate = false
+		}
+		r.conc = r.conc || l.code == codeConcurrency
+	}
+	r.script = newScript(codes...)
+	if r.cfg.fail == FailLocal {
+		local := make([]limiters.Spec, len(specs))
+		for i, s := range specs {
+			local[i] = divide(s, r.cfg.replicas)
+		}
+		r.local = repository.NewMemory(func(string) limiters.Limiter { return chain(local) })
+	}
+	r.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        "redisrepo",
+		MaxRequests: 1,
+		Timeout:     r.cfg.cooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(r.cfg.failures) },
+		OnStateChange: func(_ string, _, to gobreaker.State) {
+			r.observe(Event{Kind: EventBreaker, State: to.String()})
+		},
+	})
+	r.id = rand.Text()[:16] // names this repository's leases
+	r.b = newBatcher(r)
+	if r.conc {
+		r.wg.Add(1)
+		go r.renew()
+	}
+	return r, nil
+}
+
+// newLimit checks s and turns it into a limit's script arguments.
+func newLimit(s limiters.Spec, lease time.Duration) (limit, error) {
+	if err := s.Validate(); err != nil {
+		return limit{}, err
+	}
+	var l limit
+	switch s.Algorithm {
+	case limiters.AlgGCRA, limiters.AlgTokenBucket, limiters.AlgLeakyBucket:
+		if s.Rate.Per%time.Microsecond != 0 {
+			return l, fmt.Errorf("redisrepo: spec rate: the period must be a whole number of microseconds, got %v", s.Rate.Per)
+		}
+		n, p := int64(s.Rate.N), int64(s.Rate.Per/time.Microsecond)
+		g := gcd(n, p)
+		den, per := n/g, p/g
+		if per > maxExact/int64(s.Limit) || den > maxExact/int64(s.Limit) {
+			return l, fmt.Errorf("redisrepo: spec limit: %d at rate %v spans too long for exact arithmetic", s.Limit, s.Rate)
+		}
+		ql := int64(s.QueueLimit) // 0: unlimited, except the leaky bucket's capacity
+		if ql == 0 && s.Algorithm == limiters.AlgLeakyBucket {
+			ql = int64(s.Limit)
+		}
+		l.code = map[string]string{limiters.AlgGCRA: codeGCRA, limiters.AlgTokenBucket: codeTokenBucket, limiters.AlgLeakyBucket: codeLeakyBucket}[s.Algorithm]
+		l.args = [6]any{l.code, per / den, per % den, den, s.Limit, ql}
+	case limiters.AlgConcurrency:
+		l.code = codeConcurrency
+		l.args = [6]any{l.code, s.Limit, lease.Microseconds(), 0, 0, 0}
+	default:
+		if s.Window%time.Microsecond != 0 {
+			return l, fmt.Errorf("redisrepo: spec window: must be a whole number of microseconds, got %v", s.Window)
+		}
+		w := int64(s.Window / time.Microsecond)
+		if w > maxExact/int64(s.Limit)/2 {
+			return l, fmt.Errorf("redisrepo: spec limit: %d per %v is too large for exact arithmetic", s.Limit, s.Window)
+		}
+		if s.Algorithm == limiters.AlgSlidingLog && s.Limit > maxLogLimit {
+			return l, fmt.Errorf("redisrepo: spec limit: a sliding log keeps one entry per grant, at most %d; use sliding_window for %d", maxLogLimit, s.Limit)
+		}
+		l.code = map[string]string{limiters.AlgFixedWindow: codeFixedWindow, limiters.AlgSlidingWindow: codeSlidingWindow, limiters.AlgSlidingLog: codeSlidingLog}[s.Algorithm]
+		l.args = [6]any{l.code, s.Limit, w, 0, 0, 0}
+	}
+	return l, nil
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// divide is s shared by replicas: its limit divided (at least 1), and its
+// rate's period multiplied, so the replicas together admit about s.
+func divide(s limiters.Spec, replicas int) limiters.Spec {
+	s.Limit = max(s.Limit/replicas, 1)
+	s.Rate.Per *= time.Duration(replicas)
+	return s
+}
+
+func chain(specs []limiters.Spec) limiters.Limiter {
+	ls := make([]limiters.Limiter, len(specs))
+	for i, s := range specs {
+		ls[i], _ = s.New() // validated in NewChain
+	}
+	if len(ls) == 1 {
+		return ls[0]
+	}
+	return limiters.Chain(ls...)
+}
+
+// keys are the Redis keys of key's limits: prefix{encoded key}:i<code>, and
+// the same with "s" appended for a sliding log's second key.
+func (r *Repository) keys(key string) []string {
+	base := r.cfg.prefix + "{" + encodeKey(key) + "}:"
+	ks := make([]string, 0, 2*len(r.limits))
+	for i, l := range r.limits {
+		k := base + strconv.Itoa(i) + l.code
+		ks = append(ks, k, k+"s")
+	}
+	return ks
+}
+
+// call runs the script for key through the batcher.
+func (r *Repository) call(ctx context.Context, key, op string, n int, maxWait int64, id string, extra []string) (any, error) {
+	res, err := r.b.do(ctx, r.keys(key), r.args(op, n, maxWait, id, extra))
+	if ours(err) {
+		msg := strings.TrimPrefix(err.Error(), "THROTTLE foreign value at key ")
+		return nil, fmt.Errorf("%w %s", ErrForeignValue, msg)
+	}
+	return res, err
+}
+
+// args is the script's ARGV; see lua.go.
+func (r *Repository) args(op string, n int, maxWait int64, id string, extra []string) []any {
+	clock := ""
+	if r.clock != nil {
+		clock = strconv.FormatInt(r.clock(), 10)
+	}
+	args := make([]any, 0, 6+6*len(r.limits)+len(extra))
+	args = append(args, op, n, clock, maxWait, id, len(r.limits))
+	for _, l := range r.limits {
+		args = append(args, l.args[:]...)
+	}
+	for _, e := range extra {
+		args = append(args, e)
+	}
+	return args
+}
+
+func (r *Repository) observe(e Event) {
+	if r.cfg.observer != nil {
+		r.cfg.observer(e)
+	}
+}
+
+// BreakerState is the circuit breaker's state: "closed" (Redis in use),
+// "open" (Redis skipped, the fail mode decides) or "half-open" (a trial).
+func (r *Repository) BreakerState() string { return r.cb.State().String() }
+
+func ints(res any) ([]int64, []string, error) {
+	arr, ok := res.([]any)
+	if !ok {
+		return nil, nil, fmt.Errorf("redisrepo: unexpected script reply %T", res)
+	}
+	var nums []int64
+	var strs []string
+	for _, v := range arr {
+		switch v := v.(type) {
+		case int64:
+			nums = append(nums, v)
+		case string:
+			strs = append(strs, v)
+		default:
+			return nil, nil, fmt.Errorf("redisrepo: unexpected script reply element %T", v)
+		}
+	}
+	return nums, strs, nil
+}
+
+func us(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+
+func checkN(n int) {
+	if n < 0 {
+		panic(fmt.Sprintf("redisrepo: negative permit count %d", n))
+	}
+}
+
+// TryAcquire takes n permits for key now or not at all, in one round trip.
+// n == 0 is a peek that takes nothing; n larger than the (smallest) limit
+// is refused at once with limiters.ErrExceedsLimit. The Decision's fields
+// are what the local algorithm would report, with durations in whole
+// microseconds (Redis's clock resolution). While Redis is unreachable the
+// fail mode decides.
+func (r *Repository) TryAcquire(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	checkN(n)
+	if n > r.maxN {
+		return limiters.Decision{Limit: r.maxN}, limiters.ErrExceedsLimit
+	}
+	if err := ctx.Err(); err != nil {
+		return limiters.Decision{}, err
+	}
+	op, id := "try", ""
+	if n == 0 {
+		op = "peek"
+	} else if r.conc {
+		id = r.newID()
+	}
+	res, err := r.call(ctx, key, op, n, -1, id, nil)
+	if err != nil {
+		return r.failTry(ctx, key, n, err)
+	}
+	v, _, err := ints(res)
+	if err != nil || len(v) != 5 {
+		return limiters.Decision{}, fmt.Errorf("redisrepo: bad decision reply %v: %v", res, err)
+	}
+	d := limiters.Decision{Allowed: v[0] == 1, Limit: int(v[1]), Remaining: int(v[2]),
+		ResetAfter: us(v[3]), RetryAfter: us(v[4])}
+	if d.Allowed && id != "" {
+		r.hold(key, id, n)
+	}
+	return d, nil
+}
+
+// failTry applies the fail mode to a TryAcquire that could not reach Redis.
+func (r *Repository) failTry(ctx context.Context, key string, n int, err error) (limiters.Decision, error) {
+	if cerr := ctx.Err(); cerr != nil {
+		return limiters.Decision{}, cerr
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		return limiters.Decision{}, err
+	}
+	switch r.cfg.fail {
+	case FailOpen:
+		r.observe(Event{Kind: EventFailOpen, Err: err})
+		return limiters.Decision{Allowed: true, Limit: r.maxN, Remaining: r.maxN - n}, nil
+	case FailLocal:
+		r.observe(Event{Kind: EventFailLocal, Err: err})
+		if n == 0 {
+			return r.local.Peek(ctx, key)
+		}
+		d, lerr := r.local.TryAcquire(ctx, key, n)
+		if lerr == nil && d.Allowed && r.conc {
+			r.hold(key, "", n)
+		}
+		return d, lerr
+	}
+	r.observe(Event{Kind: EventFailClosed, Err: err})
+	return limiters.Decision{}, err
+}
+
+// failAcquire applies the fail mode to an Acquire that could not reach
+// Redis.
+func (r *Repository) failAcquire(ctx context.Context, key string, n int, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	switch r.cfg.fail {
+	case FailOpen:
+		r.observe(Event{Kind: EventFailOpen, Err: err})
+		return nil
+	case FailLocal:
+		r.observe(Event{Kind: EventFailLocal, Err: err})
+		if lerr := r.local.Acquire(ctx, key, n); lerr != nil {
+			return lerr
+		}
+		if r.conc {
+			r.hold(key, "", n)
+		}
+		return nil
+	}
+	r.observe(Event{Kind: EventFailClosed, Err: err})
+	return err
+}
+
+// Acquire waits until n permits are granted for key. It fails at once with
+// ctx's error if ctx is done, with limiters.ErrExceedsLimit for n above the
+// limit, and with a *limiters.RejectedError (whose Cause is
+// context.DeadlineExceeded) when the permits would come after ctx's
+// deadline.
+//
+// For the bucket algorithms (token bucket, GCRA, leaky bucket, and chains
+// of them only) the script reserves the permits at the earliest time they
+// can be granted, so waiters are served in reservation order whichever
+// replica they are on, and Acquire sleeps until then. A caller that gives
+// up (ctx done, or Close) cancels its reservation: the permits are given
+// back if it is still the latest reservation on the key, and otherwise left
+// in place (reservations made after it keep their times) to expire with the
+// key. The window algorithms and concurrency limits cannot reserve: Acquire
+// retries when the script says the permits could be free (windows), or when
+// a permit is released in this process and at least every lease/8 otherwise
+// (concurrency); it is not FIFO across replicas.
+func (r *Repository) Acquire(ctx context.Context, key string, n int) error {
+	checkN(n)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if n > r.maxN {
+		return limiters.ErrExceedsLimit
+	}
+	if r.rate {
+		return r.reserve(ctx, key, n)
+	}
+	return r.poll(ctx, key, n)
+}
+
+func rejected(wait time.Duration) error {
+	return &limiters.RejectedError{RetryAfter: wait, Reason: "would wait past the context deadline",
+		Cause: context.DeadlineExceeded}
+}
+
+func (r *Repository) reserve(ctx context.Context, key string, n int) error {
+	maxWait := int64(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		maxWait = max(time.Until(dl).Microseconds(), 0)
+	}
+	res, err := r.call(ctx, key, "reserve", n, maxWait, "", nil)
+	if err != nil {
+		return r.failAcquire(ctx, key, n, err)
+	}
+	v, tokens, err := ints(res)
+	if err != nil || len(v) < 2 {
+		return fmt.Errorf("redisrepo: bad reservation reply %v: %v", res, err)
+	}
+	wait := us(v[1])
+	switch v[0] {
+	case 0:
+		return rejected(wait)
+	case 2:
+		return limiters.ErrQueueFull
+	case 3:
+		return limiters.ErrExceedsLimit
+	}
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	var gave error
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		gave = ctx.Err()
+	case <-r.stop:
+		gave = limiters.ErrClosed
+	}
+	r.cancel(ctx, key, n, tokens)
+	return gave
+}
+
+// cancel gives back a reservation that is still the latest on key, within
+// the round-trip timeout even though ctx is done.
+func (r *Repository) cancel(ctx context.Context, key string, n int, tokens []string) {
+	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.timeout)
+	defer stop()
+	r.call(cctx, key, "cancel", n, -1, "", tokens) // on failure the reservation expires with the key
+}
+
+// poll is Acquire for limits that cannot reserve.
+func (r *Repository) poll(ctx context.Context, key string, n int) error {
+	for {
+		r.mu.Lock()
+		rel := r.released
+		r.mu.Unlock()
+		id := ""
+		if r.conc {
+			id = r.newID()
+		}
+		res, err := r.call(ctx, key, "try", n, -1, id, nil)
+		if err != nil {
+			return r.failAcquire(ctx, key, n, err)
+		}
+		v, _, err := ints(res)
+		if err != nil || len(v) != 5 {
+			return fmt.Errorf("redisrepo: bad decision reply %v: %v", res, err)
+		}
+		if v[0] == 1 {
+			if id != "" {
+				r.hold(key, id, n)
+			}
+			return nil
+		}
+		wait := us(v[4])
+		if wait == 0 { // a concurrency limit: no time is known
+			wait = max(r.cfg.lease/8, time.Millisecond)
+		} else if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return rejected(wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-rel:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-r.stop:
+			t.Stop()
+			return limiters.ErrClosed
+		}
+		t.Stop()
+	}
+}
+
+func (r *Repository) newID() string {
+	return r.id + "." + strconv.FormatUint(r.seq.Add(1), 36)
+}
+
+// hold records n permits of key held under lease id ("" for local permits).
+func (r *Repository) hold(key, id string, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for j := 1; j <= n; j++ {
+		m := ""
+		if id != "" {
+			m = id + ":" + strconv.Itoa(j)
+		}
+		r.held[key] = append(r.held[key], m)
+	}
+}
+
+// Release gives back n of the concurrency permits this repository holds
+// for key: exactly its own leases, the latest first. Releasing more than it
+// holds (a double Release) gives back what it holds and is otherwise
+// harmless. Limits other than concurrency hold nothing: Release does
+// nothing. ctx's cancellation is ignored, so that permits go back even when
+// the request that took them was cancelled; if Redis cannot be reached the
+// leases expire by themselves.
+func (r *Repository) Release(ctx context.Context, key string, n int) error {
+	checkN(n)
+	if n == 0 || !r.conc {
+		return nil
+	}
+	r.mu.Lock()
+	h := r.held[key]
+	k := min(n, len(h))
+	give := h[len(h)-k:]
+	if k == len(h) {
+		delete(r.held, key)
+	} else {
+		r.held[key] = h[:len(h)-k]
+	}
+	r.mu.Unlock()
+	defer r.wakeWaiters()
+	var members []string
+	local := 0
+	for _, m := range give {
+		if m == "" {
+			local++
+		} else {
+			members = append(members, m)
+		}
+	}
+	if local > 0 {
+		r.local.Release(ctx, key, local)
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.timeout)
+	defer stop()
+	if _, err := r.call(cctx, key, "release", 0, -1, "", members); err != nil && r.cfg.fail == FailClosed {
+		return err
+	}
+	return nil
+}
+
+// wakeWaiters tells this process's waiters for a concurrency permit that
+// one came back.
+func (r *Repository) wakeWaiters() {
+	r.mu.Lock()
+	close(r.released)
+	r.released = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// Peek reports key's state as TryAcquire(ctx, key, 0) does, spending
+// nothing and creating no key.
+func (r *Repository) Peek(ctx context.Context, key string) (limiters.Decision, error) {
+	return r.TryAcquire(ctx, key, 0)
+}
+
+// Reset deletes key's state in Redis (and in the FailLocal limiter): its
+// next call finds full limits. Concurrency permits held on it are forgotten
+// (a later Release of them is harmless). Waiters in Acquire keep their
+// reservations' times.
+func (r *Repository) Reset(ctx context.Context, key string) error {
+	r.mu.Lock()
+	delete(r.held, key)
+	r.mu.Unlock()
+	if r.local != nil {
+		r.local.Reset(ctx, key)
+	}
+	if err := r.client.Del(ctx, r.keys(key)...).Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Close stops the batcher and the lease renewer and waits for them; calls
+// in flight and waiters fail with limiters.ErrClosed. Concurrency permits
+// still held are not renewed any more and expire after the lease. It does
+// not close the Redis client. It is idempotent.
+func (r *Repository) Close() error {
+	r.closeOnce.Do(func() {
+		close(r.stop)
+		r.wg.Wait()
+		r.b.close()
+		if r.local != nil {
+			r.local.Close()
+		}
+	})
+	return nil
+}
