@@ -10,7 +10,9 @@ const (
 	EventAcquired EventKind = iota + 1
 	// EventRejected: a request was refused before being sent; Err says why.
 	EventRejected
-	// EventPaused: a server's answer (Status) paused the partition until Until.
+	// EventPaused: a server's answer (Status) paused the partition until
+	// Until; Status 0: another Transport sharing the FeedbackStore learned
+	// the pause.
 	EventPaused
 	// EventResumed: a pause ended; the next request probes the server.
 	EventResumed
@@ -19,9 +21,13 @@ const (
 	// still reading), so the permit went back to the partition Key. The body
 	// stays readable; closing it later gives nothing back twice.
 	EventLeaseExpired
+	// EventStoreUnavailable: a call to the FeedbackStore (WithFeedbackStore)
+	// failed (Err); the Transport goes on with what it learned itself.
+	// It is sent once per outage: the next call that succeeds ends it.
+	EventStoreUnavailable
 )
 
-var eventNames = [...]string{"unknown", "acquired", "rejected", "paused", "resumed", "lease_expired"}
+var eventNames = [...]string{"unknown", "acquired", "rejected", "paused", "resumed", "lease_expired", "store_unavailable"}
 
 // String returns the kind's name in snake case ("lease_expired").
 func (k EventKind) String() string {

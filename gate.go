@@ -35,6 +35,7 @@ type gate struct {
 	name    string                          // a bucket's name, or ""
 	parent  *gate                           // a bucket's partition gate, or nil
 	wire    atomic.Int64                    // inflight, for the buckets to read without g.mu
+	shared  atomic.Bool                     // a FeedbackStore shares a quota of this partition (feedback.go)
 
 	pausedUntil time.Time // no request starts before this
 	paused      bool      // a pause is in force (for the Resumed event)
@@ -53,6 +54,7 @@ type gate struct {
 	wsReset     time.Time     // the whole-second reset the current pause waits for
 	phase       time.Duration // how long after its whole-second resets this server's really come
 	steps       int           // probes refused since wsReset passed
+	elsewhere   bool          // the pause waits for another Transport's probe (feedback.go)
 }
 
 // gwaiter is a request waiting at the gate: its declared costs, and the
@@ -448,8 +450,9 @@ func read(resp *http.Response, body []byte, now time.Time) (a answer) {
 }
 
 // done learns from the answer to a request the gate let through (a is
-// nil after a transport error).
-func (g *gate) done(tk ticket, a *answer, now time.Time) {
+// nil after a transport error). It returns the end of a pause the answer
+// began, or zero.
+func (g *gate) done(tk ticket, a *answer, now time.Time) time.Time {
 	g.mu.Lock()
 	g.settle(tk)
 	var paused time.Time
@@ -462,6 +465,7 @@ func (g *gate) done(tk ticket, a *answer, now time.Time) {
 		g.emit(Event{Kind: EventPaused, Key: g.key, Until: paused, Status: a.status})
 	}
 	g.report(resumed)
+	return paused
 }
 
 // limited reports whether a says "stop": a 429 or a rate-limit signal

@@ -50,6 +50,11 @@ type Transport struct {
 	logger   *slog.Logger
 	holds    bool // the repository's permits stay taken until the body is done
 
+	store     FeedbackStore // WithFeedbackStore's, or nil (feedback.go)
+	id        string        // this Transport's name in the store
+	unsub     func()
+	storeDown atomic.Bool // the last call to the store failed
+
 	mu      sync.RWMutex
 	gates   map[string]*gate
 	sweepAt int // sweep the gates when there are this many
@@ -159,6 +164,10 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if t.logger != nil {
 		t.observer = logTo(t.logger, t.observer)
 	}
+	if t.store != nil && t.feedback {
+		t.id = newID()
+		t.unsub = t.store.Subscribe(t.notice)
+	}
 	return t
 }
 
@@ -248,6 +257,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var g, own *gate
 	var r route
 	var tk ticket
+	var claimed bool // a unit of the fleet's shared quota (feedback.go)
 	if t.feedback {
 		own = t.gate(key)
 		r = t.routeOf(req)
@@ -255,14 +265,23 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if b := own.routed(r); b != nil {
 			g = b
 		}
-		var w *gwaiter
-		var err error
-		tk, w, err = g.enter(req.Context(), b.deadline, c)
-		if err == nil && w != nil {
-			tk, err = g.wait(b.waitCtx(), w)
-		}
-		if err != nil {
-			return nil, t.refuse(req, key, b.explain(err, key, "the server paused or paced the partition"))
+		for {
+			var w *gwaiter
+			var err error
+			tk, w, err = g.enter(req.Context(), b.deadline, c)
+			if err == nil && w != nil {
+				tk, err = g.wait(b.waitCtx(), w)
+			}
+			if err != nil {
+				return nil, t.refuse(req, key, b.explain(err, key, "the server paused or paced the partition"))
+			}
+			if t.store == nil || g != own {
+				break
+			}
+			var ok bool
+			if ok, claimed = t.coordinate(req.Context(), own, tk); ok {
+				break
+			}
 		}
 	}
 	n := t.permits(c)
@@ -278,7 +297,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.base.RoundTrip(req)
 	if g != nil {
-		t.learn(own, g, r, tk, resp)
+		t.learn(own, g, r, tk, claimed, resp)
 	}
 	if err != nil {
 		t.release(key, n)
@@ -306,10 +325,13 @@ func (t *Transport) routeOf(req *http.Request) route {
 // partition's own gate own) and learns from its answer: in the gate of
 // the bucket the answer names, if it names one (learning the route's
 // bucket), else in g.
-func (t *Transport) learn(own, g *gate, r route, tk ticket, resp *http.Response) {
+func (t *Transport) learn(own, g *gate, r route, tk ticket, claimed bool, resp *http.Response) {
 	now := time.Now()
 	if resp == nil {
 		g.done(tk, nil, now)
+		if t.store != nil && g == own {
+			t.share(g, tk, claimed, nil, time.Time{})
+		}
 		return
 	}
 	a := read(resp, headers.PeekBody(resp), now)
@@ -318,7 +340,10 @@ func (t *Transport) learn(own, g *gate, r route, tk ticket, resp *http.Response)
 		lg = own.bucket(name, r)
 	}
 	if lg == g {
-		g.done(tk, &a, now)
+		paused := g.done(tk, &a, now)
+		if t.store != nil && g == own {
+			t.share(g, tk, claimed, &a, paused)
+		}
 		return
 	}
 	g.done(tk, nil, now)
@@ -389,6 +414,9 @@ func (t *Transport) CloseIdleConnections() {
 func (t *Transport) Close() error {
 	if t.closed.Swap(true) {
 		return nil
+	}
+	if t.unsub != nil {
+		t.unsub()
 	}
 	t.mu.Lock()
 	gates := t.gates

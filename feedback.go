@@ -1,0 +1,346 @@
+package throttle
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// FeedbackStore shares what Transports learn of their partitions, so that a
+// fleet of processes behind one API key behaves as one client: a pause one
+// Transport learns (a 429 with Retry-After, a quota at zero, a learned
+// pace) is honoured by every Transport sharing the store; after a pause,
+// one Transport of the fleet is elected to send the probe; and a window
+// quota the server reports is spent once, by the whole fleet: what the
+// server says remains, less the requests every Transport has on the wire.
+//
+// A Transport only talks to the store about partitions the servers have
+// said something about: a request through a quiet partition makes no call
+// to the store. When a call fails, the Transport goes on with what it
+// learned itself and tells its observer (EventStoreUnavailable).
+//
+// NewMemoryFeedbackStore shares within one process;
+// redisrepo.NewFeedbackStore shares across processes. Keys are partition
+// keys; ids name the Transport that calls (one per Transport).
+type FeedbackStore interface {
+	// Pause records that key is paused until until and tells every
+	// subscriber. It ends the probe lease id holds on key, if any.
+	Pause(ctx context.Context, key, id string, until time.Time) error
+	// Resume tells every subscriber that key's pause is over (id's probe
+	// was admitted), and ends id's probe lease on key.
+	Resume(ctx context.Context, key, id string) error
+	// Probe elects the Transport that sends the probe after key's pause:
+	// it reports true if id holds the lease (it may probe), for at most
+	// lease; false while another Transport holds it.
+	Probe(ctx context.Context, key, id string, lease time.Duration) (bool, error)
+	// Claim takes one unit of key's shared quota for a request about to be
+	// sent. It reports false, with when to try again (the quota's reset),
+	// when what the server last said remains is spent by requests on the
+	// wire. A key with no quota known, or whose reset has passed, admits.
+	Claim(ctx context.Context, key string) (ok bool, retry time.Time, err error)
+	// Settle gives back the unit a request claimed, if claimed, when its
+	// answer came, and records q, what the answer said of the quota, if
+	// q.Known: within a window the least remaining said, and a later reset
+	// starts a new window.
+	Settle(ctx context.Context, key string, claimed bool, q SharedQuota) error
+	// Subscribe calls f with every Pause and Resume of any Transport
+	// sharing the store (its own too), until stop is called. f must not
+	// block.
+	Subscribe(f func(Notice)) (stop func())
+}
+
+// Notice is what a FeedbackStore tells its subscribers.
+type Notice struct {
+	Key   string
+	Until time.Time // the end of the pause; zero: the pause is over
+}
+
+// SharedQuota is what an answer said of its partition's tightest window
+// quota.
+type SharedQuota struct {
+	Known     bool
+	Remaining int64
+	Reset     time.Time
+}
+
+// WithFeedbackStore makes the Transport share what it learns of its
+// partitions through s, with every Transport using s. The Transport does
+// not own s: closing the Transport leaves s open. Buckets a server names
+// (partition#bucket) and paces learned from bare refusals stay local;
+// the pauses they cause are shared.
+func WithFeedbackStore(s FeedbackStore) Option { return func(t *Transport) { t.store = s } }
+
+// probeLease is how long a Transport elected to probe holds the election:
+// a prober that dies or hangs delays the others by at most this long.
+const probeLease = 5 * time.Second
+
+// storeTimeout bounds one call to the store: a store slower than that is
+// as good as down, and the Transport goes on alone.
+const storeTimeout = time.Second
+
+// newID is a Transport's name in its FeedbackStore.
+func newID() string { return strconv.FormatUint(rand.Uint64(), 36) }
+
+// storeErr tells the observer, once per outage, that the store failed; a
+// nil err ends the outage.
+func (t *Transport) storeErr(key string, err error) {
+	if err == nil {
+		t.storeDown.Store(false)
+		return
+	}
+	if !t.storeDown.Swap(true) {
+		t.emit(Event{Kind: EventStoreUnavailable, Key: key, Err: err})
+	}
+}
+
+// notice applies what another Transport (or this one) published.
+func (t *Transport) notice(n Notice) {
+	if t.closed.Load() {
+		return
+	}
+	g := t.gate(n.Key)
+	if n.Until.IsZero() {
+		g.resumeShared()
+		return
+	}
+	g.hold(n.Until, false)
+}
+
+// coordinate asks the store whether the request let through by the
+// partition's own gate g with ticket tk may go: a probe must win the
+// election, a request through a partition with a shared quota must claim a
+// unit of it. When it may not, the admission is undone, the gate holds
+// until the store says, and coordinate reports false (the caller queues
+// again). claimed reports whether a unit was claimed (to settle).
+func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok, claimed bool) {
+	if !tk.probe && !g.shared.Load() {
+		return true, false // a quiet partition: no call to the store
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if tk.probe {
+		won, err := t.store.Probe(ctx, g.key, t.id, probeLease)
+		t.storeErr(g.key, err)
+		if err == nil && !won {
+			g.abort(tk)
+			g.hold(time.Now().Add(probeLease), true)
+			return false, false
+		}
+	}
+	if !g.shared.Load() {
+		return true, false
+	}
+	allowed, retry, err := t.store.Claim(ctx, g.key)
+	t.storeErr(g.key, err)
+	if err != nil || allowed {
+		return true, err == nil
+	}
+	g.abort(tk)
+	g.hold(retry, false)
+	return false, false
+}
+
+// share tells the store what the answer a to a request through the
+// partition's own gate g taught: a pause it began, the end of a pause (the
+// probe was admitted), the quota it reports; and settles the request's
+// claim. a is nil after a transport error.
+func (t *Transport) share(g *gate, tk ticket, claimed bool, a *answer, paused time.Time) {
+	var q SharedQuota
+	if a != nil {
+		if s, ok := tightest(a.info); ok && !a.refill && !s.Reset.IsZero() {
+			q = SharedQuota{Known: true, Remaining: s.Remaining, Reset: s.Reset}
+			g.shared.Store(true)
+		}
+	}
+	resume := tk.probe && a != nil && a.status < 400
+	if !claimed && !q.Known && paused.IsZero() && !resume {
+		return // the server said nothing: no call to the store
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	var err error
+	if claimed || q.Known {
+		err = t.store.Settle(ctx, g.key, claimed, q)
+	}
+	switch {
+	case err != nil:
+	case !paused.IsZero():
+		err = t.store.Pause(ctx, g.key, t.id, paused)
+	case resume:
+		err = t.store.Resume(ctx, g.key, t.id)
+	}
+	t.storeErr(g.key, err)
+}
+
+// hold pauses the gate until until, as the fleet learned: the next
+// request after it probes (or asks to). elsewhere says the pause only
+// waits for another Transport's probe: the first notice of its outcome
+// replaces it, even with an earlier end.
+func (g *gate) hold(until time.Time, elsewhere bool) {
+	g.mu.Lock()
+	now := time.Now()
+	if g.closed || !until.After(now) {
+		g.mu.Unlock()
+		return
+	}
+	if g.elsewhere && !elsewhere && g.paused {
+		g.pausedUntil = until
+	} else if !until.After(g.pausedUntil) {
+		g.mu.Unlock()
+		return
+	}
+	g.elsewhere = elsewhere
+	g.pauseUntil(until)
+	resumed := g.dispatch(now)
+	g.mu.Unlock()
+	if !elsewhere && g.emit != nil {
+		g.emit(Event{Kind: EventPaused, Key: g.key, Until: until})
+	}
+	g.report(resumed)
+}
+
+// resumeShared ends a pause: another Transport's probe was admitted.
+func (g *gate) resumeShared() {
+	g.mu.Lock()
+	now := time.Now()
+	if g.closed || !g.paused {
+		g.mu.Unlock()
+		return
+	}
+	g.pausedUntil, g.probe, g.elsewhere = now, false, false
+	resumed := g.dispatch(now)
+	g.mu.Unlock()
+	g.report(resumed)
+}
+
+// MemoryFeedbackStore is a FeedbackStore in memory, shared by the
+// Transports of one process (and by tests and examples). Its zero value is
+// not usable: call NewMemoryFeedbackStore. It is safe for concurrent use.
+type MemoryFeedbackStore struct {
+	mu     sync.Mutex
+	probes map[string]lease
+	quotas map[string]*sharedQuota
+	subs   map[int]func(Notice)
+	next   int
+}
+
+type lease struct {
+	id    string
+	until time.Time
+}
+
+type sharedQuota struct {
+	SharedQuota
+	inflight int64
+}
+
+// NewMemoryFeedbackStore returns an empty MemoryFeedbackStore.
+func NewMemoryFeedbackStore() *MemoryFeedbackStore {
+	return &MemoryFeedbackStore{
+		probes: make(map[string]lease),
+		quotas: make(map[string]*sharedQuota),
+		subs:   make(map[int]func(Notice)),
+	}
+}
+
+var _ FeedbackStore = (*MemoryFeedbackStore)(nil)
+
+// Pause implements FeedbackStore.
+func (s *MemoryFeedbackStore) Pause(_ context.Context, key, id string, until time.Time) error {
+	s.endLease(key, id)
+	s.publish(Notice{Key: key, Until: until})
+	return nil
+}
+
+// Resume implements FeedbackStore.
+func (s *MemoryFeedbackStore) Resume(_ context.Context, key, id string) error {
+	s.endLease(key, id)
+	s.publish(Notice{Key: key})
+	return nil
+}
+
+func (s *MemoryFeedbackStore) endLease(key, id string) {
+	s.mu.Lock()
+	if s.probes[key].id == id {
+		delete(s.probes, key)
+	}
+	s.mu.Unlock()
+}
+
+func (s *MemoryFeedbackStore) publish(n Notice) {
+	s.mu.Lock()
+	subs := make([]func(Notice), 0, len(s.subs))
+	for _, f := range s.subs {
+		subs = append(subs, f)
+	}
+	s.mu.Unlock()
+	for _, f := range subs {
+		f(n)
+	}
+}
+
+// Probe implements FeedbackStore.
+func (s *MemoryFeedbackStore) Probe(_ context.Context, key, id string, d time.Duration) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if l, ok := s.probes[key]; ok && l.id != id && now.Before(l.until) {
+		return false, nil
+	}
+	s.probes[key] = lease{id: id, until: now.Add(d)}
+	return true, nil
+}
+
+// Claim implements FeedbackStore.
+func (s *MemoryFeedbackStore) Claim(_ context.Context, key string) (bool, time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.quotas[key]
+	if q == nil {
+		q = new(sharedQuota)
+		s.quotas[key] = q
+	}
+	if q.Known && time.Now().Before(q.Reset) && q.Remaining-q.inflight <= 0 {
+		return false, q.Reset, nil
+	}
+	q.inflight++
+	return true, time.Time{}, nil
+}
+
+// Settle implements FeedbackStore.
+func (s *MemoryFeedbackStore) Settle(_ context.Context, key string, claimed bool, sq SharedQuota) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.quotas[key]
+	if q == nil {
+		q = new(sharedQuota)
+		s.quotas[key] = q
+	}
+	if claimed {
+		q.inflight = max(q.inflight-1, 0)
+	}
+	switch {
+	case !sq.Known:
+	case !q.Known || sq.Reset.After(q.Reset):
+		q.SharedQuota = sq // a new window
+	case sq.Reset.Equal(q.Reset):
+		q.Remaining = min(q.Remaining, sq.Remaining) // the count only falls within a window
+	}
+	return nil
+}
+
+// Subscribe implements FeedbackStore.
+func (s *MemoryFeedbackStore) Subscribe(f func(Notice)) (stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.next
+	s.next++
+	s.subs[id] = f
+	return func() {
+		s.mu.Lock()
+		delete(s.subs, id)
+		s.mu.Unlock()
+	}
+}
