@@ -36,15 +36,18 @@ type FeedbackStore interface {
 	// lease; false while another Transport holds it.
 	Probe(ctx context.Context, key, id string, lease time.Duration) (bool, error)
 	// Claim takes one unit of key's shared quota for a request about to be
-	// sent. It reports false, with when to try again (the quota's reset),
-	// when what the server last said remains is spent by requests on the
-	// wire. A key with no quota known, or whose reset has passed, admits.
-	Claim(ctx context.Context, key string) (ok bool, retry time.Time, err error)
-	// Settle gives back the unit a request claimed, if claimed, when its
-	// answer came, and records q, what the answer said of the quota, if
-	// q.Known: within a window the least remaining said, and a later reset
-	// starts a new window.
-	Settle(ctx context.Context, key string, claimed bool, q SharedQuota) error
+	// sent, numbered in the order of claims (Grant.Seq). It refuses (Seq
+	// 0), with when to try again (the quota's reset), when what the server
+	// last said remains is spent by the requests claimed since. A key with
+	// no quota known, or whose reset has passed, admits.
+	Claim(ctx context.Context, key string) (Grant, error)
+	// Settle records, when a request's answer came, what the answer said
+	// of the quota (if q.Known) and that its claim g (if g.Seq > 0) is off
+	// the wire. The answer to claim s counts every request claimed before
+	// s: what remains after it is q.Remaining less the claims after s
+	// still on the wire. A later reset starts a new window; within a
+	// window, only an answer to a later claim replaces what is known.
+	Settle(ctx context.Context, key string, g Grant, q SharedQuota) error
 	// Subscribe calls f with every Pause and Resume of any Transport
 	// sharing the store (its own too), until stop is called. f must not
 	// block.
@@ -55,6 +58,12 @@ type FeedbackStore interface {
 type Notice struct {
 	Key   string
 	Until time.Time // the end of the pause; zero: the pause is over
+}
+
+// Grant is what FeedbackStore.Claim answers.
+type Grant struct {
+	Seq   int64     // the claim's number, from 1; 0: refused
+	Retry time.Time // when refused: the quota's reset
 }
 
 // SharedQuota is what an answer said of its partition's tightest window
@@ -113,10 +122,10 @@ func (t *Transport) notice(n Notice) {
 // election, a request through a partition with a shared quota must claim a
 // unit of it. When it may not, the admission is undone, the gate holds
 // until the store says, and coordinate reports false (the caller queues
-// again). claimed reports whether a unit was claimed (to settle).
-func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok, claimed bool) {
+// again). claim is the unit claimed (to settle), if any.
+func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok bool, claim Grant) {
 	if !tk.probe && !g.shared.Load() {
-		return true, false // a quiet partition: no call to the store
+		return true, Grant{} // a quiet partition: no call to the store
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
@@ -126,27 +135,27 @@ func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok, cla
 		if err == nil && !won {
 			g.abort(tk)
 			g.hold(time.Now().Add(probeLease), true)
-			return false, false
+			return false, Grant{}
 		}
 	}
 	if !g.shared.Load() {
-		return true, false
+		return true, Grant{}
 	}
-	allowed, retry, err := t.store.Claim(ctx, g.key)
+	claim, err := t.store.Claim(ctx, g.key)
 	t.storeErr(g.key, err)
-	if err != nil || allowed {
-		return true, err == nil
+	if err != nil || claim.Seq > 0 {
+		return true, claim
 	}
 	g.abort(tk)
-	g.hold(retry, false)
-	return false, false
+	g.hold(claim.Retry, false)
+	return false, Grant{}
 }
 
 // share tells the store what the answer a to a request through the
 // partition's own gate g taught: a pause it began, the end of a pause (the
 // probe was admitted), the quota it reports; and settles the request's
 // claim. a is nil after a transport error.
-func (t *Transport) share(g *gate, tk ticket, claimed bool, a *answer, paused time.Time) {
+func (t *Transport) share(g *gate, tk ticket, claim Grant, a *answer, paused time.Time) {
 	var q SharedQuota
 	if a != nil {
 		if s, ok := tightest(a.info); ok && !a.refill && !s.Reset.IsZero() {
@@ -155,14 +164,14 @@ func (t *Transport) share(g *gate, tk ticket, claimed bool, a *answer, paused ti
 		}
 	}
 	resume := tk.probe && a != nil && a.status < 400
-	if !claimed && !q.Known && paused.IsZero() && !resume {
+	if claim.Seq == 0 && !q.Known && paused.IsZero() && !resume {
 		return // the server said nothing: no call to the store
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	var err error
-	if claimed || q.Known {
-		err = t.store.Settle(ctx, g.key, claimed, q)
+	if claim.Seq > 0 || q.Known {
+		err = t.store.Settle(ctx, g.key, claim, q)
 	}
 	switch {
 	case err != nil:
@@ -231,9 +240,41 @@ type lease struct {
 	until time.Time
 }
 
+// sharedQuota is a key's quota in a MemoryFeedbackStore: what the answer
+// to claim base said remains, the claims made so far (seq), and how many
+// of those after base are off the wire (after).
 type sharedQuota struct {
 	SharedQuota
-	inflight int64
+	base, seq, after int64
+}
+
+// avail is what q allows now: what the server said remains, less the
+// claims after the one it answered that are still on the wire.
+func (q *sharedQuota) avail() int64 { return q.Remaining - (q.seq - q.base - q.after) }
+
+// settle records that claim (0: none) is off the wire and what its answer
+// said of the quota.
+func (q *sharedQuota) settle(claim int64, sq SharedQuota) {
+	if claim > q.base {
+		q.after++
+	}
+	if !sq.Known {
+		return
+	}
+	same := q.Known && sq.Reset.Equal(q.Reset)
+	if claim == 0 {
+		// Sent unclaimed (the quota was not known yet, or the store was
+		// down): its place among the claims is unknown. Within a window
+		// the count only falls: keep the least said.
+		if same {
+			q.Remaining = min(q.Remaining, sq.Remaining)
+			return
+		}
+		claim = q.seq
+	}
+	if !q.Known || sq.Reset.After(q.Reset) || (same && claim > q.base) {
+		q.SharedQuota, q.base, q.after = sq, claim, 0
+	}
 }
 
 // NewMemoryFeedbackStore returns an empty MemoryFeedbackStore.
@@ -293,41 +334,32 @@ func (s *MemoryFeedbackStore) Probe(_ context.Context, key, id string, d time.Du
 	return true, nil
 }
 
-// Claim implements FeedbackStore.
-func (s *MemoryFeedbackStore) Claim(_ context.Context, key string) (bool, time.Time, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *MemoryFeedbackStore) quota(key string) *sharedQuota {
 	q := s.quotas[key]
 	if q == nil {
 		q = new(sharedQuota)
 		s.quotas[key] = q
 	}
-	if q.Known && time.Now().Before(q.Reset) && q.Remaining-q.inflight <= 0 {
-		return false, q.Reset, nil
+	return q
+}
+
+// Claim implements FeedbackStore.
+func (s *MemoryFeedbackStore) Claim(_ context.Context, key string) (Grant, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.quota(key)
+	if q.Known && time.Now().Before(q.Reset) && q.avail() <= 0 {
+		return Grant{Retry: q.Reset}, nil
 	}
-	q.inflight++
-	return true, time.Time{}, nil
+	q.seq++
+	return Grant{Seq: q.seq}, nil
 }
 
 // Settle implements FeedbackStore.
-func (s *MemoryFeedbackStore) Settle(_ context.Context, key string, claimed bool, sq SharedQuota) error {
+func (s *MemoryFeedbackStore) Settle(_ context.Context, key string, g Grant, sq SharedQuota) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := s.quotas[key]
-	if q == nil {
-		q = new(sharedQuota)
-		s.quotas[key] = q
-	}
-	if claimed {
-		q.inflight = max(q.inflight-1, 0)
-	}
-	switch {
-	case !sq.Known:
-	case !q.Known || sq.Reset.After(q.Reset):
-		q.SharedQuota = sq // a new window
-	case sq.Reset.Equal(q.Reset):
-		q.Remaining = min(q.Remaining, sq.Remaining) // the count only falls within a window
-	}
+	s.quota(key).settle(g.Seq, sq)
 	return nil
 }
 

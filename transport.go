@@ -257,7 +257,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var g, own *gate
 	var r route
 	var tk ticket
-	var claimed bool // a unit of the fleet's shared quota (feedback.go)
+	var claim Grant // a unit of the fleet's shared quota (feedback.go)
 	if t.feedback {
 		own = t.gate(key)
 		r = t.routeOf(req)
@@ -279,7 +279,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				break
 			}
 			var ok bool
-			if ok, claimed = t.coordinate(req.Context(), own, tk); ok {
+			if ok, claim = t.coordinate(req.Context(), own, tk); ok {
 				break
 			}
 		}
@@ -297,7 +297,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.base.RoundTrip(req)
 	if g != nil {
-		t.learn(own, g, r, tk, claimed, resp)
+		t.learn(own, g, r, tk, claim, resp)
 	}
 	if err != nil {
 		t.release(key, n)
@@ -325,12 +325,12 @@ func (t *Transport) routeOf(req *http.Request) route {
 // partition's own gate own) and learns from its answer: in the gate of
 // the bucket the answer names, if it names one (learning the route's
 // bucket), else in g.
-func (t *Transport) learn(own, g *gate, r route, tk ticket, claimed bool, resp *http.Response) {
+func (t *Transport) learn(own, g *gate, r route, tk ticket, claim Grant, resp *http.Response) {
 	now := time.Now()
 	if resp == nil {
 		g.done(tk, nil, now)
 		if t.store != nil && g == own {
-			t.share(g, tk, claimed, nil, time.Time{})
+			t.share(g, tk, claim, nil, time.Time{})
 		}
 		return
 	}
@@ -342,7 +342,7 @@ func (t *Transport) learn(own, g *gate, r route, tk ticket, claimed bool, resp *
 	if lg == g {
 		paused := g.done(tk, &a, now)
 		if t.store != nil && g == own {
-			t.share(g, tk, claimed, &a, paused)
+			t.share(g, tk, claim, &a, paused)
 		}
 		return
 	}

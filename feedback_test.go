@@ -1,0 +1,304 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// outage answers 429 with Retry-After: 1 to every request until its end,
+// and an empty 200 after it.
+func outageAPI(end time.Time) *api {
+	return &api{decide: func(now time.Time, h http.Header) bool {
+		if now.Before(end) {
+			h.Set("Retry-After", "1")
+			return false
+		}
+		return true
+	}}
+}
+
+// fleet is n Transports, each with its own store client (s, or none when
+// s is nil), sending to h in memory with latency each way.
+func fleet(n int, s FeedbackStore, h http.Handler, latency time.Duration, opts ...Option) []*Transport {
+	ts := make([]*Transport, n)
+	for i := range ts {
+		o := append([]Option(nil), opts...)
+		if s != nil {
+			o = append(o, WithFeedbackStore(s))
+		}
+		ts[i] = NewTransport(handlerTransport{h: h, latency: latency}, o...)
+	}
+	return ts
+}
+
+// work sends total requests through the fleet, workers goroutines per
+// Transport, each request retried until admitted.
+func work(t *testing.T, ts []*Transport, workers, total int) {
+	t.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for _, tr := range ts {
+		c := &http.Client{Transport: tr}
+		for range workers {
+			wg.Go(func() {
+				for next.Add(1) <= int64(total) {
+					for {
+						resp, err := c.Get("http://api.test/v1")
+						if !assert.NoError(t, err) {
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode == http.StatusOK {
+							break
+						}
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, tr := range ts {
+		tr.Close()
+	}
+}
+
+// TestFleetSendsOneProbePerPause: four Transports × five goroutines sharing
+// a MemoryFeedbackStore wait out a five-second outage that answers
+// Retry-After: 1. Each pause ends with one probe for the whole fleet, so
+// the server refuses one request per pause; without the store, each
+// Transport probes for itself.
+func TestFleetSendsOneProbePerPause(t *testing.T) {
+	run := func(s FeedbackStore) (limited int) {
+		synctest.Test(t, func(t *testing.T) {
+			a := outageAPI(time.Now().Add(5 * time.Second))
+			ts := fleet(4, s, a, 10*time.Millisecond)
+			// The first refusal, before the fleet is busy: it starts the
+			// first pause.
+			resp, err := ts[0].RoundTrip(mustReq(t, "http://api.test/v1", nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+			work(t, ts, 5, 100)
+			ok, l := a.counts()
+			assert.Equal(t, 100, ok)
+			limited = l
+		})
+		return limited
+	}
+	shared := run(NewMemoryFeedbackStore())
+	// One refusal, then one per Retry-After second of the outage.
+	assert.LessOrEqual(t, shared, 6, "429s with a shared store")
+	alone := run(nil)
+	assert.GreaterOrEqual(t, alone, 3*shared, "429s without a store (%d with)", shared)
+	t.Logf("429s over a 5 s outage: %d with a shared store, %d without", shared, alone)
+}
+
+// quotaAPI is a fixed window of limit requests on the epoch, answered with
+// X-RateLimit-* (the reset in epoch seconds) and Retry-After on 429s.
+func quotaAPI(limit int, window time.Duration) *api {
+	f := &fixedWindow{limit: limit, window: window}
+	return &api{decide: func(now time.Time, h http.Header) bool {
+		ok, rem, end := f.hit(now)
+		h.Set("X-RateLimit-Limit", fmt.Sprint(limit))
+		h.Set("X-RateLimit-Remaining", fmt.Sprint(rem))
+		h.Set("X-RateLimit-Reset", fmt.Sprint(end.Unix()))
+		if !ok {
+			h.Set("Retry-After", fmt.Sprint(int(end.Sub(now).Seconds()+0.999)))
+		}
+		return ok
+	}}
+}
+
+// TestFleetSharesAQuota: eight Transports × ten goroutines spend a quota of
+// 100 a second in five windows' worth of requests. Sharing what remains
+// less what the fleet has on the wire, they are refused a few times per
+// window at most and take at most 1.2× the ideal time; each alone spends
+// "what remains" eight times over (hundreds of 429s).
+func TestFleetSharesAQuota(t *testing.T) {
+	run := func(s FeedbackStore) (limited int, took time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			a := quotaAPI(100, time.Second)
+			ts := fleet(8, s, a, 5*time.Millisecond)
+			start := time.Now()
+			work(t, ts, 10, 500)
+			took = time.Since(start)
+			_, limited = a.counts()
+		})
+		return limited, took
+	}
+	ideal := 4 * time.Second // 500 at 100 a window: the fifth window starts 4 s in
+	limited, took := run(NewMemoryFeedbackStore())
+	// Requests sent around a window's reset may land on either side of it:
+	// a few 429s per reset (12 to 17 in five runs).
+	assert.LessOrEqual(t, limited, 20, "429s with a shared store")
+	assert.LessOrEqual(t, took, ideal*12/10, "elapsed with a shared store")
+	alone, tookAlone := run(nil)
+	t.Logf("500 requests, 8 Transports × 10 goroutines, 100/s: %d 429s in %v with a shared store; %d in %v without",
+		limited, took, alone, tookAlone)
+	assert.Greater(t, alone, 5*limited)
+}
+
+// countingStore counts the calls made to a store, and fails them all when
+// down is set.
+type countingStore struct {
+	FeedbackStore
+	calls atomic.Int64
+	down  atomic.Bool
+}
+
+var errDown = errors.New("store down")
+
+func (c *countingStore) call() error {
+	c.calls.Add(1)
+	if c.down.Load() {
+		return errDown
+	}
+	return nil
+}
+
+func (c *countingStore) Pause(ctx context.Context, key, id string, until time.Time) error {
+	if err := c.call(); err != nil {
+		return err
+	}
+	return c.FeedbackStore.Pause(ctx, key, id, until)
+}
+
+func (c *countingStore) Resume(ctx context.Context, key, id string) error {
+	if err := c.call(); err != nil {
+		return err
+	}
+	return c.FeedbackStore.Resume(ctx, key, id)
+}
+
+func (c *countingStore) Probe(ctx context.Context, key, id string, d time.Duration) (bool, error) {
+	if err := c.call(); err != nil {
+		return false, err
+	}
+	return c.FeedbackStore.Probe(ctx, key, id, d)
+}
+
+func (c *countingStore) Claim(ctx context.Context, key string) (Grant, error) {
+	if err := c.call(); err != nil {
+		return Grant{}, err
+	}
+	return c.FeedbackStore.Claim(ctx, key)
+}
+
+func (c *countingStore) Settle(ctx context.Context, key string, g Grant, q SharedQuota) error {
+	if err := c.call(); err != nil {
+		return err
+	}
+	return c.FeedbackStore.Settle(ctx, key, g, q)
+}
+
+// TestQuietPartitionMakesNoStoreCall: requests through a partition whose
+// server says nothing of its limits make no call to the store.
+func TestQuietPartitionMakesNoStoreCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{FeedbackStore: NewMemoryFeedbackStore()}
+		a := &api{decide: func(time.Time, http.Header) bool { return true }}
+		work(t, fleet(2, s, a, time.Millisecond), 3, 60)
+		assert.Zero(t, s.calls.Load())
+	})
+}
+
+// TestStoreDownFallsBackToLocal: with every call to the store failing, a
+// Transport still honours what it learned itself (one 429 and its pause),
+// and its observer hears of the outage once.
+func TestStoreDownFallsBackToLocal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{FeedbackStore: NewMemoryFeedbackStore()}
+		s.down.Store(true)
+		a := outageAPI(time.Now().Add(500 * time.Millisecond))
+		var events []Event
+		var mu sync.Mutex
+		tr := NewTransport(handlerTransport{h: a, latency: time.Millisecond}, WithFeedbackStore(s),
+			WithObserver(func(e Event) {
+				if e.Kind == EventStoreUnavailable {
+					mu.Lock()
+					events = append(events, e)
+					mu.Unlock()
+				}
+			}))
+		work(t, []*Transport{tr}, 4, 20)
+		ok, limited := a.counts()
+		assert.Equal(t, 20, ok)
+		assert.LessOrEqual(t, limited, 4, "the in-flight requests of the first moment, then the pause")
+		require.Len(t, events, 1)
+		assert.ErrorIs(t, events[0].Err, errDown)
+		assert.Equal(t, "api.test", events[0].Key)
+		assert.NotZero(t, s.calls.Load())
+	})
+}
+
+// TestMemoryFeedbackStore holds the in-memory store to its contract: one
+// probe lease at a time, given up by its holder's Pause or Resume or by
+// time; claims bounded by what the server said remains; a new window
+// replaces the old; notices reach every subscriber until it stops.
+func TestMemoryFeedbackStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := NewMemoryFeedbackStore()
+		var got []Notice
+		stop := s.Subscribe(func(n Notice) { got = append(got, n) })
+
+		won, _ := s.Probe(ctx, "k", "a", time.Second)
+		assert.True(t, won)
+		won, _ = s.Probe(ctx, "k", "b", time.Second)
+		assert.False(t, won, "a holds the lease")
+		won, _ = s.Probe(ctx, "other", "b", time.Second)
+		assert.True(t, won, "leases are per key")
+		until := time.Now().Add(time.Second)
+		require.NoError(t, s.Pause(ctx, "k", "a", until))
+		won, _ = s.Probe(ctx, "k", "b", time.Second)
+		assert.True(t, won, "a's Pause ended its lease")
+		time.Sleep(time.Second)
+		won, _ = s.Probe(ctx, "k", "a", time.Second)
+		assert.True(t, won, "b's lease ran out")
+		require.NoError(t, s.Resume(ctx, "k", "a"))
+		assert.Equal(t, []Notice{{Key: "k", Until: until}, {Key: "k"}}, got)
+
+		claim := func() int64 {
+			g, err := s.Claim(ctx, "q")
+			require.NoError(t, err)
+			return g.Seq
+		}
+		assert.Equal(t, int64(1), claim(), "nothing known: admitted")
+		reset := time.Now().Add(time.Second)
+		require.NoError(t, s.Settle(ctx, "q", Grant{Seq: 1}, SharedQuota{Known: true, Remaining: 2, Reset: reset}))
+		assert.Equal(t, int64(2), claim())
+		assert.Equal(t, int64(3), claim())
+		g, _ := s.Claim(ctx, "q")
+		assert.Equal(t, Grant{Retry: reset}, g, "2 remained after claim 1, and 2 are on the wire")
+		require.NoError(t, s.Settle(ctx, "q", Grant{Seq: 3}, SharedQuota{Known: true, Remaining: 1, Reset: reset}))
+		assert.Equal(t, int64(4), claim(), "1 remained after claim 3, which counted claim 2")
+		assert.Zero(t, claim(), "1 remained after claim 3, and claim 4 is on the wire")
+		require.NoError(t, s.Settle(ctx, "q", Grant{Seq: 2}, SharedQuota{Known: true, Remaining: 1, Reset: reset}))
+		assert.Zero(t, claim(), "the answer to claim 2 is older than claim 3's")
+		require.NoError(t, s.Settle(ctx, "q", Grant{Seq: 4}, SharedQuota{Known: true, Remaining: 1, Reset: reset}))
+		assert.Equal(t, int64(5), claim(), "1 remained after claim 4")
+		require.NoError(t, s.Settle(ctx, "q", Grant{}, SharedQuota{Known: true, Remaining: 5, Reset: reset}))
+		assert.Zero(t, claim(), "an unclaimed answer saying more within the window changes nothing")
+		require.NoError(t, s.Settle(ctx, "q", Grant{}, SharedQuota{Known: true, Remaining: 1, Reset: reset.Add(time.Second)}))
+		assert.Equal(t, int64(6), claim(), "a new window: 1 remains")
+		assert.Zero(t, claim(), "a new window: 1 remains, 1 on the wire")
+		time.Sleep(3 * time.Second)
+		assert.Equal(t, int64(7), claim(), "the window's reset passed")
+
+		stop()
+		require.NoError(t, s.Resume(ctx, "k", "a"))
+		assert.Len(t, got, 2, "no notice after stop")
+	})
+}
