@@ -1,0 +1,235 @@
+package redisrepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/throttlekit/throttle"
+)
+
+// FeedbackStore is a throttle.FeedbackStore on Redis: the Transports of a
+// fleet of processes, each with its own client of the same Redis, share
+// the pauses they learn, elect one prober after each pause, and spend a
+// window quota the server reports once for the whole fleet.
+//
+// Pauses and resumptions travel on one Pub/Sub channel (prefix +
+// "feedback"); the probe election is a lease key per partition (SET NX
+// PX); a shared quota is a hash per partition, claimed and settled by one
+// script each, one round trip per call, with time from Redis TIME. Every
+// key has a TTL. Only partitions whose servers said something are ever
+// written. A Transport that joins during a pause hears of the next one.
+//
+// Close stops the subscription. A FeedbackStore is safe for concurrent use.
+type FeedbackStore struct {
+	client  redis.UniversalClient
+	prefix  string
+	channel string
+
+	mu     sync.Mutex
+	subs   map[int]func(throttle.Notice)
+	next   int
+	ps     *redis.PubSub
+	wg     sync.WaitGroup
+	closed bool
+}
+
+var _ throttle.FeedbackStore = (*FeedbackStore)(nil)
+
+// NewFeedbackStore returns a FeedbackStore on client. Of the options, only
+// WithPrefix applies.
+func NewFeedbackStore(client redis.UniversalClient, opts ...Option) *FeedbackStore {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &FeedbackStore{client: client, prefix: cfg.prefix, channel: cfg.prefix + "feedback",
+		subs: make(map[int]func(throttle.Notice))}
+}
+
+// key names the Redis key of what kind says of partition, hash-tagged on
+// the partition.
+func (s *FeedbackStore) key(partition, kind string) string {
+	return s.prefix + "{" + encodeKey(partition) + "}:" + kind
+}
+
+// feedbackTTL keeps a partition's shared state at most this long after
+// its last write: throttle.DefaultMaxPause, the longest a pause lasts.
+const feedbackTTL = int64(throttle.DefaultMaxPause / time.Millisecond)
+
+// notify ends id's probe lease (KEYS[1]) and publishes ARGV[2] on ARGV[3].
+var notify = redis.NewScript(`
+if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) end
+redis.call("PUBLISH", ARGV[3], ARGV[2])
+return 1`)
+
+// Pause implements throttle.FeedbackStore.
+func (s *FeedbackStore) Pause(ctx context.Context, key, id string, until time.Time) error {
+	return s.notify(ctx, key, id, until.UnixNano())
+}
+
+// Resume implements throttle.FeedbackStore.
+func (s *FeedbackStore) Resume(ctx context.Context, key, id string) error {
+	return s.notify(ctx, key, id, 0)
+}
+
+func (s *FeedbackStore) notify(ctx context.Context, key, id string, until int64) error {
+	msg := strconv.FormatInt(until, 10) + " " + key
+	return unavailable(notify.Run(ctx, s.client, []string{s.key(key, "probe")}, id, msg, s.channel).Err())
+}
+
+// probe takes the lease KEYS[1] for ARGV[1] for ARGV[2] ms unless another
+// holds it.
+var probe = redis.NewScript(`
+local v = redis.call("GET", KEYS[1])
+if v and v ~= ARGV[1] then return 0 end
+redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+return 1`)
+
+// Probe implements throttle.FeedbackStore.
+func (s *FeedbackStore) Probe(ctx context.Context, key, id string, lease time.Duration) (bool, error) {
+	n, err := probe.Run(ctx, s.client, []string{s.key(key, "probe")}, id, max(lease.Milliseconds(), 1)).Int()
+	return n == 1, unavailable(err)
+}
+
+// A shared quota is the hash KEYS[1]: k (1: known), rem (what the answer
+// to claim base said remains), reset (ms), base, seq (claims so far),
+// after (claims after base off the wire). Times are Redis TIME's.
+const quotaNow = `
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local q = redis.call("HMGET", KEYS[1], "k", "rem", "reset", "base", "seq", "after")
+local known = q[1] == "1"
+local rem, reset = tonumber(q[2]) or 0, tonumber(q[3]) or 0
+local base, seq, after = tonumber(q[4]) or 0, tonumber(q[5]) or 0, tonumber(q[6]) or 0
+`
+
+// claim answers {seq, 0} when admitted, {0, reset ms} when not.
+var claim = redis.NewScript(quotaNow + `
+if known and now < reset and rem - (seq - base - after) <= 0 then return {0, reset} end
+seq = redis.call("HINCRBY", KEYS[1], "seq", 1)
+redis.call("PEXPIRE", KEYS[1], ARGV[1])
+return {seq, 0}`)
+
+// Claim implements throttle.FeedbackStore.
+func (s *FeedbackStore) Claim(ctx context.Context, key string) (throttle.Grant, error) {
+	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota")}, feedbackTTL).Int64Slice()
+	if err != nil {
+		return throttle.Grant{}, unavailable(err)
+	}
+	if len(v) != 2 {
+		return throttle.Grant{}, fmt.Errorf("redisrepo: claim answered %d values", len(v))
+	}
+	if v[0] > 0 {
+		return throttle.Grant{Seq: v[0]}, nil
+	}
+	return throttle.Grant{Retry: time.UnixMilli(v[1])}, nil
+}
+
+// settle: ARGV claim (0: none), known (0/1), remaining, reset ms, TTL ms.
+// The rules are MemoryFeedbackStore's (throttle's sharedQuota.settle).
+var settle = redis.NewScript(quotaNow + `
+local c, sk, srem, sreset = tonumber(ARGV[1]), ARGV[2] == "1", tonumber(ARGV[3]), tonumber(ARGV[4])
+if c > base then after = after + 1 end
+if sk then
+	local same = known and sreset == reset
+	if c == 0 and same then
+		rem = math.min(rem, srem)
+	elseif not known or sreset > reset or (same and c > base) then
+		if c == 0 then c = seq end
+		known, rem, reset, base, after = true, srem, sreset, c, 0
+	end
+end
+redis.call("HSET", KEYS[1], "k", known and "1" or "0", "rem", rem, "reset", reset, "base", base, "after", after)
+redis.call("PEXPIRE", KEYS[1], ARGV[5])
+return 1`)
+
+// Settle implements throttle.FeedbackStore.
+func (s *FeedbackStore) Settle(ctx context.Context, key string, g throttle.Grant, q throttle.SharedQuota) error {
+	known, reset := 0, int64(0)
+	if q.Known {
+		known, reset = 1, q.Reset.UnixMilli()
+	}
+	return unavailable(settle.Run(ctx, s.client, []string{s.key(key, "quota")},
+		g.Seq, known, q.Remaining, reset, feedbackTTL).Err())
+}
+
+// Subscribe implements throttle.FeedbackStore. The first subscriber starts
+// the store's subscription to the channel (one connection and one
+// goroutine per store, whatever the number of subscribers); Close ends it.
+func (s *FeedbackStore) Subscribe(f func(throttle.Notice)) (stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.next
+	s.next++
+	s.subs[id] = f
+	if s.ps == nil && !s.closed {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.ps = s.client.Subscribe(ctx, s.channel)
+		s.ps.Receive(ctx) // the confirmation: notices published from now on arrive
+		cancel()
+		ch := s.ps.Channel()
+		s.wg.Go(func() {
+			for m := range ch {
+				s.deliver(m.Payload)
+			}
+		})
+	}
+	return func() {
+		s.mu.Lock()
+		delete(s.subs, id)
+		s.mu.Unlock()
+	}
+}
+
+// deliver passes a published notice to every subscriber; a malformed one
+// is dropped.
+func (s *FeedbackStore) deliver(msg string) {
+	at, key, ok := strings.Cut(msg, " ")
+	ns, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil {
+		return
+	}
+	n := throttle.Notice{Key: key}
+	if ns != 0 {
+		n.Until = time.Unix(0, ns)
+	}
+	s.mu.Lock()
+	subs := make([]func(throttle.Notice), 0, len(s.subs))
+	for _, f := range s.subs {
+		subs = append(subs, f)
+	}
+	s.mu.Unlock()
+	for _, f := range subs {
+		f(n)
+	}
+}
+
+// Close ends the subscription and waits for its goroutine. It does not
+// close the client. It is idempotent.
+func (s *FeedbackStore) Close() error {
+	s.mu.Lock()
+	ps := s.ps
+	s.closed, s.ps = true, nil
+	s.mu.Unlock()
+	var err error
+	if ps != nil {
+		err = ps.Close()
+		s.wg.Wait()
+	}
+	return err
+}
+
+// unavailable marks a Redis failure as ErrUnavailable.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}

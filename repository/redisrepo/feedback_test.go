@@ -1,0 +1,226 @@
+package redisrepo
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlekit/throttle"
+	"github.com/throttlekit/throttle/internal/apisim"
+	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/keyextract"
+)
+
+// fleetOf returns n Transports, each with its own Redis client and
+// FeedbackStore on s (none when s is nil), partitioned by API key; all
+// closed when t ends.
+func fleetOf(t *testing.T, s *redistest.Server, n int, opts ...throttle.Option) []*throttle.Transport {
+	t.Helper()
+	ts := make([]*throttle.Transport, n)
+	for i := range ts {
+		o := append([]throttle.Option{throttle.WithKey(keyextract.Header("X-API-Key"))}, opts...)
+		if s != nil {
+			fs := NewFeedbackStore(newClient(t, s))
+			t.Cleanup(func() { fs.Close() })
+			o = append(o, throttle.WithFeedbackStore(fs))
+		}
+		tr := throttle.NewTransport(&http.Transport{MaxIdleConnsPerHost: 100}, o...)
+		t.Cleanup(func() { tr.Close(); tr.CloseIdleConnections() })
+		ts[i] = tr
+	}
+	return ts
+}
+
+// send sends one GET with the API key and returns its status.
+func send(t *testing.T, rt http.RoundTripper, url, key string) int {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("X-API-Key", key)
+	resp, err := rt.RoundTrip(req)
+	if !assert.NoError(t, err) {
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// drive sends total requests through the fleet, workers goroutines per
+// Transport, each retried until admitted.
+func drive(t *testing.T, ts []*throttle.Transport, workers, total int, url, key string) {
+	t.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for _, tr := range ts {
+		for range workers {
+			wg.Go(func() {
+				for next.Add(1) <= int64(total) {
+					for tries := 0; send(t, tr, url, key) != http.StatusOK; tries++ {
+						if !assert.Less(t, tries, 100) {
+							return
+						}
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// outage counts per API key the requests it refused: every request is
+// refused with Retry-After: 1 until the outage's end, admitted after.
+type outage struct {
+	end     time.Time
+	mu      sync.Mutex
+	limited map[string]int
+}
+
+func (o *outage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if time.Now().Before(o.end) {
+		o.mu.Lock()
+		o.limited[r.Header.Get("X-API-Key")]++
+		o.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+}
+
+// TestFeedbackStoreOneRefusalPerPause: four Transports × five goroutines,
+// each Transport with its own Redis client, wait out a four-second outage
+// of their API key that answers Retry-After: 1. Sharing pauses and
+// electing one prober, the fleet is refused once per pause, not once per
+// Transport; a second key, never refused, is untouched.
+func TestFeedbackStoreOneRefusalPerPause(t *testing.T) {
+	s := redistest.Start(t)
+	run := func(s *redistest.Server) int {
+		o := &outage{end: time.Now().Add(4 * time.Second), limited: map[string]int{}}
+		srv := httptest.NewServer(o)
+		defer srv.Close()
+		ts := fleetOf(t, s, 4)
+		// The refusal that starts the first pause, before the fleet is busy.
+		require.Equal(t, http.StatusTooManyRequests, send(t, ts[0], srv.URL, "k1"))
+		time.Sleep(50 * time.Millisecond) // the notice is on its way to the other processes
+		drive(t, ts, 5, 40, srv.URL, "k1")
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.limited["k1"]
+	}
+	shared := run(s)
+	// The first refusal, and one probe refused per second of the outage
+	// (timing on a loaded machine may add one).
+	assert.LessOrEqual(t, shared, 6)
+	alone := run(nil)
+	t.Logf("429s over a 4 s outage, 4 Transports × 5 goroutines: %d sharing a FeedbackStore on Redis, %d alone", shared, alone)
+	assert.GreaterOrEqual(t, alone, 2*shared)
+}
+
+// TestFeedbackStoreSharesAQuota: eight Transports × ten goroutines, each
+// Transport with its own Redis client, spend 500 requests of a quota of
+// 100 a second (internal/apisim's Quota) in at most 1.2× the ideal time,
+// refused a few times at most; alone, each Transport spends what remains
+// as if it were the only one.
+func TestFeedbackStoreSharesAQuota(t *testing.T) {
+	s := redistest.Start(t)
+	run := func(s *redistest.Server) (refused int64, took, ideal time.Duration) {
+		q := apisim.NewQuota(100, time.Second, "X-API-Key")
+		srv := httptest.NewServer(q)
+		defer srv.Close()
+		ts := fleetOf(t, s, 8)
+		// Start 20 ms into a window: the fifth window starts 3.98 s later.
+		now := time.Now()
+		time.Sleep(now.Truncate(time.Second).Add(time.Second + 20*time.Millisecond).Sub(now))
+		start := time.Now()
+		drive(t, ts, 10, 500, srv.URL, "key")
+		return q.Snapshot().Refused, time.Since(start), start.Truncate(time.Second).Add(4 * time.Second).Sub(start)
+	}
+	refused, took, ideal := run(s)
+	t.Logf("500 requests at 100/s, 8 Transports × 10 goroutines sharing a FeedbackStore on Redis: %d 429s, %v (ideal %v, %.2fx)",
+		refused, took.Round(time.Millisecond), ideal, float64(took)/float64(ideal))
+	assert.LessOrEqual(t, refused, int64(20))
+	assert.LessOrEqual(t, took, ideal*12/10+100*time.Millisecond, "a loaded machine may add a little latency")
+	alone, tookAlone, _ := run(nil)
+	t.Logf("alone: %d 429s, %v", alone, tookAlone.Round(time.Millisecond))
+	assert.Greater(t, alone, 3*refused)
+}
+
+// TestFeedbackStoreQuietPartitionNoRoundTrip: requests through a partition
+// whose server says nothing of its limits make no round trip to Redis.
+func TestFeedbackStoreQuietPartitionNoRoundTrip(t *testing.T) {
+	s := redistest.Start(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	c := newClient(t, s)
+	var calls atomic.Int64
+	c.AddHook(countHook{&calls})
+	fs := NewFeedbackStore(c)
+	defer fs.Close()
+	tr := throttle.NewTransport(nil, throttle.WithFeedbackStore(fs))
+	defer tr.Close()
+	before := calls.Load() // the subscription
+	for range 50 {
+		assert.Equal(t, http.StatusOK, send(t, tr, srv.URL, "k"))
+	}
+	assert.Equal(t, before, calls.Load())
+	tr.CloseIdleConnections()
+}
+
+type countHook struct{ n *atomic.Int64 }
+
+func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// TestFeedbackStoreRedisDown: with Redis gone, a Transport tells its
+// observer once (EventStoreUnavailable, an error matching ErrUnavailable)
+// and goes on with what it learned itself: it still honours its own pause.
+func TestFeedbackStoreRedisDown(t *testing.T) {
+	s := redistest.Start(t)
+	o := &outage{end: time.Now().Add(1500 * time.Millisecond), limited: map[string]int{}}
+	srv := httptest.NewServer(o)
+	defer srv.Close()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
+	defer c.Close()
+	fs := NewFeedbackStore(c)
+	defer fs.Close()
+	var events []throttle.Event
+	var mu sync.Mutex
+	tr := throttle.NewTransport(nil, throttle.WithFeedbackStore(fs), throttle.WithKey(keyextract.Header("X-API-Key")),
+		throttle.WithObserver(func(e throttle.Event) {
+			if e.Kind == throttle.EventStoreUnavailable {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}
+		}))
+	defer tr.Close()
+	s.Stop()
+	drive(t, []*throttle.Transport{tr}, 1, 3, srv.URL, "k")
+	tr.CloseIdleConnections()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, events, 1)
+	assert.True(t, errors.Is(events[0].Err, ErrUnavailable), "%v", events[0].Err)
+	assert.LessOrEqual(t, o.limited["k"], 3, "one refusal per pause of a second: the Transport's own")
+}
