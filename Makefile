@@ -7,7 +7,7 @@ FUZZTIME   ?= 10s
 # serves them (each with a replace of the library for local development).
 MODULES    = metrics/throttleprom cmd/ratelimitd
 
-.PHONY: test bench fuzz lint demo service redis-server
+.PHONY: test bench fuzz lint demo demo-fleet service redis-server
 
 # vet + the race-enabled, shuffled test suite of the library (the Redis
 # suites included: they start their own redis-server processes and may not
@@ -46,6 +46,11 @@ lint:
 
 demo:
 	$(GO) run ./cmd/throttle-demo
+
+# Four worker processes behind one API key, each Transport alone, then
+# sharing a FeedbackStore on Redis (the demo starts its own redis-server).
+demo-fleet: redis-server
+	$(GO) run ./cmd/throttle-fleet-demo
 
 # The rate-limit service on 127.0.0.1:8090, in memory, with the built-in
 # example policy (cmd/ratelimitd/example-policy.yaml); pass flags with

@@ -58,7 +58,19 @@ type Server struct {
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	Need(t)
-	s := &Server{dir: t.TempDir(), args: extra}
+	s, err := Launch(t.TempDir(), extra...)
+	if err != nil {
+		t.Fatalf("redistest: start redis-server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Launch starts a redis-server on a free loopback port, its files in dir,
+// for a program rather than a test (the fleet demo): the caller calls
+// Stop. Extra arguments are passed to redis-server.
+func Launch(dir string, extra ...string) (*Server, error) {
+	s := &Server{dir: dir, args: extra}
 	var err error
 	for range 20 { // a port found free may be taken before redis binds it: retry
 		var port int
@@ -67,14 +79,10 @@ func Start(t testing.TB, extra ...string) *Server {
 		}
 		s.Port, s.Addr = port, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if err = s.start(); err == nil {
-			break
+			return s, nil
 		}
 	}
-	if err != nil {
-		t.Fatalf("redistest: start redis-server: %v", err)
-	}
-	t.Cleanup(s.Stop)
-	return s
+	return nil, err
 }
 
 func freePort() (int, error) {
