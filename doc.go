@@ -89,6 +89,18 @@
 //     longer than headers.Parse reads (a Retry-After or a reset more than
 //     366 days ahead) gets exactly WithMaxPause: it said "stop".
 //
+// # A fleet
+//
+// Transports in several processes behind one API key share what they learn
+// through a FeedbackStore (WithFeedbackStore): a pause one learns reaches
+// all, one of them (elected by the store) sends the probe after it, and a
+// window quota the server reports is claimed in the store before each
+// request, so the fleet spends it once. A partition the servers said
+// nothing about costs no call to the store. NewMemoryFeedbackStore shares
+// within one process; redisrepo.NewFeedbackStore across processes. When the
+// store fails, each Transport goes on alone and tells its observer
+// (EventStoreUnavailable).
+//
 // # Failing fast
 //
 // Each request waits until one deadline: the earlier of its context's

@@ -260,3 +260,35 @@ func ExampleWithCost() {
 	// refused by the API: 0
 	// true true
 }
+
+// Two Transports share a MemoryFeedbackStore: the 429 one of them receives
+// pauses the other too, before it sends anything.
+func ExampleWithFeedbackStore() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	store := throttle.NewMemoryFeedbackStore()
+	a := throttle.NewTransport(nil, throttle.WithFeedbackStore(store))
+	defer a.Close()
+	b := throttle.NewTransport(nil, throttle.WithFeedbackStore(store),
+		throttle.WithObserver(func(e throttle.Event) {
+			if e.Kind == throttle.EventPaused {
+				fmt.Println("b paused, learned from another Transport:", e.Status == 0)
+			}
+		}))
+	defer b.Close()
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	resp, err := a.RoundTrip(req)
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	fmt.Println("a:", resp.StatusCode)
+	a.CloseIdleConnections()
+	// Output:
+	// b paused, learned from another Transport: true
+	// a: 429
+}

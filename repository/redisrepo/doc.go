@@ -85,6 +85,16 @@
 // itself when Redis answers again. A value someone else wrote at one of our
 // keys is an error wrapping ErrForeignValue, never an admit.
 //
+// # What a fleet of Transports learns
+//
+// NewFeedbackStore is a throttle.FeedbackStore: Transports of several
+// processes, each with its own client, share the pauses they learn (Pub/Sub
+// on the channel prefix+"feedback"), elect one prober after each pause (a
+// lease key per partition, SET PX) and claim a window quota the server
+// reports before each request (a hash per partition, one script per claim
+// and per answer, time from TIME). Its keys are hash-tagged on the
+// partition and expire 15 minutes after their last write.
+//
 // # Cluster
 //
 // A Cluster needs nothing more than a *redis.ClusterClient: every key of a
