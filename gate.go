@@ -540,14 +540,8 @@ func (g *gate) learnQuotas(tk ticket, a *answer, now time.Time) time.Time {
 			// it was sent. Next time, send one round trip later than that:
 			// latency varies, and a window that starts when a request
 			// arrives ends later by as much as that request's way there
-			// took. A probe sent a second or more after the reset says
-			// nothing of where in its second the reset falls (the server's
-			// window ended later than the reset it wrote): no phase then.
-			if d := tk.at.Sub(g.wsReset); d >= 0 && d < time.Second {
-				g.phase = min(max(d+now.Sub(tk.at), 0), time.Second-time.Millisecond)
-			} else {
-				g.phase = 0
-			}
+			// took.
+			g.phase = min(max(tk.at.Sub(g.wsReset)+now.Sub(tk.at), 0), time.Second-time.Millisecond)
 		}
 		g.wsReset, g.steps = time.Time{}, 0
 	}
