@@ -748,10 +748,18 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
-// neutral reports whether the gate holds nothing worth remembering.
-// g.mu must be held.
+// neutral reports whether the gate holds nothing worth remembering,
+// nor do its buckets' gates. g.mu must be held.
 func (g *gate) neutral(now time.Time) bool {
-	if len(g.buckets) > 0 || g.q.Len() > 0 || g.inflight > 0 || g.probing || g.pausedUntil.After(now) || g.pace.step > 0 || g.phase > 0 {
+	for _, b := range g.buckets {
+		b.mu.Lock() // a partition's gate, then its buckets': as close does
+		n := b.neutral(now)
+		b.mu.Unlock()
+		if !n {
+			return false
+		}
+	}
+	if g.q.Len() > 0 || g.inflight > 0 || g.probing || g.pausedUntil.After(now) || g.pace.step > 0 || g.phase > 0 {
 		return false
 	}
 	for i := range g.quotas[:g.nq] {

@@ -391,3 +391,42 @@ func (s sleepOn429) RoundTrip(req *http.Request) (*http.Response, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestPriorityAtTheLocalLimiter: WithPriority orders the requests waiting
+// for the Transport's own limiter too (one context value serves both).
+func TestPriorityAtTheLocalLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var order []int
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id, _ := strconv.Atoi(r.URL.Query().Get("id"))
+			mu.Lock()
+			order = append(order, id)
+			mu.Unlock()
+		})
+		tr := NewTransport(handlerTransport{h: h}, WithLimiter(limiters.NewGCRA(limiters.PerSecond(10), 1)), WithServerFeedback(false))
+		defer tr.Close()
+		get := func(ctx context.Context, id int) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/?id="+strconv.Itoa(id), nil)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		get(t.Context(), -1) // takes the burst
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() { get(t.Context(), i) })
+			synctest.Wait()
+		}
+		for i := 100; i < 105; i++ {
+			wg.Go(func() { get(WithPriority(t.Context(), 10), i) })
+			synctest.Wait()
+		}
+		wg.Wait()
+		want := []int{-1, 100, 101, 102, 103, 104}
+		for i := range 20 {
+			want = append(want, i)
+		}
+		assert.Equal(t, want, order)
+	})
+}

@@ -205,3 +205,36 @@ func TestConcurrentRequestsQuotaIsAConcurrencyLimit(t *testing.T) {
 		assert.EqualValues(t, 2, most.Load())
 	})
 }
+
+// TestIETFPartitionKeyIsABucket: the IETF draft's pk parameter tells
+// buckets of one host apart: a quota at zero for one partition key pauses
+// only the requests of its route (method and first two path segments).
+func TestIETFPartitionKeyIsABucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			pk, remaining := ":YWJj:", "0" // "abc", used up for 30 s
+			if strings.HasPrefix(r.URL.Path, "/b/") {
+				pk, remaining = ":ZGVm:", "5" // "def"
+			}
+			w.Header().Set("RateLimit-Policy", `"p";q=10;w=60;pk=`+pk)
+			w.Header().Set("RateLimit", `"p";r=`+remaining+`;t=30;pk=`+pk)
+		})
+		var p pauses
+		tr := NewTransport(handlerTransport{h: h, latency: 5 * time.Millisecond}, WithObserver(p.observe))
+		defer tr.Close()
+		get := func(path string) time.Duration {
+			start := time.Now()
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test"+path, nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+			return time.Since(start)
+		}
+		get("/a/q/1")
+		get("/b/q/1")
+		ev := p.all()
+		require.Len(t, ev, 1)
+		assert.Equal(t, "api.test#abc", ev[0].Key)
+		assert.Equal(t, 10*time.Millisecond, get("/b/q/2"), "def is not held")
+		assert.GreaterOrEqual(t, get("/a/q/2"), 29*time.Second, "abc waits for its reset")
+	})
+}
