@@ -36,17 +36,17 @@ type FeedbackStore interface {
 	// lease; false while another Transport holds it.
 	Probe(ctx context.Context, key, id string, lease time.Duration) (bool, error)
 	// Claim takes one unit of key's shared quota for a request about to be
-	// sent, numbered in the order of claims (Grant.Seq). It refuses (Seq
-	// 0), with when to try again (the quota's reset), when what the server
-	// last said remains is spent by the requests claimed since. A key with
-	// no quota known, or whose reset has passed, admits.
+	// sent (Grant.Seq > 0). It refuses until the quota's reset
+	// (Grant.Spent) when the server said nothing remains, and for a moment
+	// when the claims on the wire may spend what remains, or while the
+	// quota is known only from answers to unclaimed requests and a claim
+	// is on the wire. A key with no quota known, or whose reset has
+	// passed, admits.
 	Claim(ctx context.Context, key string) (Grant, error)
 	// Settle records, when a request's answer came, what the answer said
 	// of the quota (if q.Known) and that its claim g (if g.Seq > 0) is off
-	// the wire. The answer to claim s counts every request claimed before
-	// s: what remains after it is q.Remaining less the claims after s
-	// still on the wire. A later reset starts a new window; within a
-	// window, only an answer to a later claim replaces what is known.
+	// the wire. A later reset starts a new window; within a window the
+	// count only falls, so the least said holds.
 	Settle(ctx context.Context, key string, g Grant, q SharedQuota) error
 	// Subscribe calls f with every Pause and Resume of any Transport
 	// sharing the store (its own too), until stop is called. f must not
@@ -63,7 +63,8 @@ type Notice struct {
 // Grant is what FeedbackStore.Claim answers.
 type Grant struct {
 	Seq   int64     // the claim's number, from 1; 0: refused
-	Retry time.Time // when refused: the quota's reset
+	Retry time.Time // when refused: when to claim again
+	Spent bool      // when refused: nothing remains until Retry, the quota's reset
 }
 
 // SharedQuota is what an answer said of its partition's tightest window
@@ -147,7 +148,11 @@ func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok bool
 		return true, claim
 	}
 	g.abort(tk)
-	g.hold(claim.Retry, false)
+	if claim.Spent {
+		g.hold(claim.Retry, false)
+	} else {
+		g.holdBack(claim.Retry)
+	}
 	return false, Grant{}
 }
 
@@ -210,6 +215,18 @@ func (g *gate) hold(until time.Time, elsewhere bool) {
 	g.report(resumed)
 }
 
+// holdBack holds the gate's requests until until, without a pause: the
+// fleet's claims on the wire are due back by then.
+func (g *gate) holdBack(until time.Time) {
+	g.mu.Lock()
+	if !g.closed && until.After(g.nextSend) {
+		g.nextSend = until
+	}
+	resumed := g.dispatch(time.Now())
+	g.mu.Unlock()
+	g.report(resumed)
+}
+
 // resumeShared ends a pause: another Transport's probe was admitted.
 func (g *gate) resumeShared() {
 	g.mu.Lock()
@@ -240,40 +257,53 @@ type lease struct {
 	until time.Time
 }
 
-// sharedQuota is a key's quota in a MemoryFeedbackStore: what the answer
-// to claim base said remains, the claims made so far (seq), and how many
-// of those after base are off the wire (after).
+// sharedQuota is a key's quota in a MemoryFeedbackStore: the least any
+// answer of its window said remains, the claims made so far (seq) and
+// those on the wire; exact once the answer to a claim was heard in the
+// window.
 type sharedQuota struct {
 	SharedQuota
-	base, seq, after int64
+	seq, inflight int64
+	exact         bool
 }
 
-// avail is what q allows now: what the server said remains, less the
-// claims after the one it answered that are still on the wire.
-func (q *sharedQuota) avail() int64 { return q.Remaining - (q.seq - q.base - q.after) }
+// blind is how long a claim waits when the claims on the wire may have
+// spent what remains: long enough for their answers to come back.
+const blind = 20 * time.Millisecond
+
+// claim takes a unit at now, or says when to ask again. Every claim on
+// the wire counts against what remains: answers come back in any order,
+// so which of them the server had counted is unknown.
+func (q *sharedQuota) claim(now time.Time) Grant {
+	if q.Known && now.Before(q.Reset) {
+		if q.Remaining <= 0 {
+			return Grant{Retry: q.Reset, Spent: true}
+		}
+		if q.Remaining-q.inflight <= 0 || (!q.exact && q.inflight > 0) {
+			// Every Transport's first requests go out unclaimed: until the
+			// answer to a claim says, one claim at a time.
+			return Grant{Retry: now.Add(blind)}
+		}
+	}
+	q.seq++
+	q.inflight++
+	return Grant{Seq: q.seq}
+}
 
 // settle records that claim (0: none) is off the wire and what its answer
-// said of the quota.
+// said of the quota: a later reset starts a new window, and within a
+// window the count only falls.
 func (q *sharedQuota) settle(claim int64, sq SharedQuota) {
-	if claim > q.base {
-		q.after++
+	if claim > 0 {
+		q.inflight = max(q.inflight-1, 0)
 	}
-	if !sq.Known {
-		return
-	}
-	same := q.Known && sq.Reset.Equal(q.Reset)
-	if claim == 0 {
-		// Sent unclaimed (the quota was not known yet, or the store was
-		// down): its place among the claims is unknown. Within a window
-		// the count only falls: keep the least said.
-		if same {
-			q.Remaining = min(q.Remaining, sq.Remaining)
-			return
-		}
-		claim = q.seq
-	}
-	if !q.Known || sq.Reset.After(q.Reset) || (same && claim > q.base) {
-		q.SharedQuota, q.base, q.after = sq, claim, 0
+	switch {
+	case !sq.Known:
+	case !q.Known || sq.Reset.After(q.Reset):
+		q.SharedQuota, q.exact = sq, claim > 0
+	case sq.Reset.Equal(q.Reset):
+		q.Remaining = min(q.Remaining, sq.Remaining)
+		q.exact = q.exact || claim > 0
 	}
 }
 
@@ -347,12 +377,7 @@ func (s *MemoryFeedbackStore) quota(key string) *sharedQuota {
 func (s *MemoryFeedbackStore) Claim(_ context.Context, key string) (Grant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := s.quota(key)
-	if q.Known && time.Now().Before(q.Reset) && q.avail() <= 0 {
-		return Grant{Retry: q.Reset}, nil
-	}
-	q.seq++
-	return Grant{Seq: q.seq}, nil
+	return s.quota(key).claim(time.Now()), nil
 }
 
 // Settle implements FeedbackStore.

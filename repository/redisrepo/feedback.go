@@ -98,55 +98,62 @@ func (s *FeedbackStore) Probe(ctx context.Context, key, id string, lease time.Du
 	return n == 1, unavailable(err)
 }
 
-// A shared quota is the hash KEYS[1]: k (1: known), rem (what the answer
-// to claim base said remains), reset (ms), base, seq (claims so far),
-// after (claims after base off the wire). Times are Redis TIME's.
+// A shared quota is the hash KEYS[1]: k (1: known), rem (the least the
+// window's answers said remains), reset (ms), seq (claims so far),
+// inflight (claims on the wire), x (1: a claim's answer was heard in the
+// window). Times are Redis TIME's. The rules are throttle's
+// MemoryFeedbackStore's.
 const quotaNow = `
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local q = redis.call("HMGET", KEYS[1], "k", "rem", "reset", "base", "seq", "after")
-local known = q[1] == "1"
-local rem, reset = tonumber(q[2]) or 0, tonumber(q[3]) or 0
-local base, seq, after = tonumber(q[4]) or 0, tonumber(q[5]) or 0, tonumber(q[6]) or 0
+local q = redis.call("HMGET", KEYS[1], "k", "rem", "reset", "inflight", "x")
+local known, exact = q[1] == "1", q[5] == "1"
+local rem, reset, inflight = tonumber(q[2]) or 0, tonumber(q[3]) or 0, tonumber(q[4]) or 0
 `
 
-// claim answers {seq, 0} when admitted, {0, reset ms} when not.
+// claim answers {seq, 0} when admitted; {0, ms, 1} when nothing remains
+// until the reset ms; {0, ms, 0} to ask again at ms.
 var claim = redis.NewScript(quotaNow + `
-if known and now < reset and rem - (seq - base - after) <= 0 then return {0, reset} end
-seq = redis.call("HINCRBY", KEYS[1], "seq", 1)
+if known and now < reset then
+	if rem <= 0 then return {0, reset, 1} end
+	if rem - inflight <= 0 or (not exact and inflight > 0) then return {0, now + tonumber(ARGV[2]), 0} end
+end
+redis.call("HINCRBY", KEYS[1], "inflight", 1)
+local seq = redis.call("HINCRBY", KEYS[1], "seq", 1)
 redis.call("PEXPIRE", KEYS[1], ARGV[1])
-return {seq, 0}`)
+return {seq, 0, 0}`)
+
+// blind is throttle's: how long a claim waits for the answers of the
+// claims on the wire.
+const blind = 20 * time.Millisecond
 
 // Claim implements throttle.FeedbackStore.
 func (s *FeedbackStore) Claim(ctx context.Context, key string) (throttle.Grant, error) {
-	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota")}, feedbackTTL).Int64Slice()
+	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota")}, feedbackTTL, blind.Milliseconds()).Int64Slice()
 	if err != nil {
 		return throttle.Grant{}, unavailable(err)
 	}
-	if len(v) != 2 {
+	if len(v) != 3 {
 		return throttle.Grant{}, fmt.Errorf("redisrepo: claim answered %d values", len(v))
 	}
 	if v[0] > 0 {
 		return throttle.Grant{Seq: v[0]}, nil
 	}
-	return throttle.Grant{Retry: time.UnixMilli(v[1])}, nil
+	return throttle.Grant{Retry: time.UnixMilli(v[1]), Spent: v[2] == 1}, nil
 }
 
 // settle: ARGV claim (0: none), known (0/1), remaining, reset ms, TTL ms.
-// The rules are MemoryFeedbackStore's (throttle's sharedQuota.settle).
 var settle = redis.NewScript(quotaNow + `
 local c, sk, srem, sreset = tonumber(ARGV[1]), ARGV[2] == "1", tonumber(ARGV[3]), tonumber(ARGV[4])
-if c > base then after = after + 1 end
+if c > 0 then inflight = math.max(inflight - 1, 0) end
 if sk then
-	local same = known and sreset == reset
-	if c == 0 and same then
-		rem = math.min(rem, srem)
-	elseif not known or sreset > reset or (same and c > base) then
-		if c == 0 then c = seq end
-		known, rem, reset, base, after = true, srem, sreset, c, 0
+	if not known or sreset > reset then
+		known, rem, reset, exact = true, srem, sreset, c > 0
+	elseif sreset == reset then
+		rem, exact = math.min(rem, srem), exact or c > 0
 	end
 end
-redis.call("HSET", KEYS[1], "k", known and "1" or "0", "rem", rem, "reset", reset, "base", base, "after", after)
+redis.call("HSET", KEYS[1], "k", known and "1" or "0", "rem", rem, "reset", reset, "inflight", inflight, "x", exact and "1" or "0")
 redis.call("PEXPIRE", KEYS[1], ARGV[5])
 return 1`)
 
