@@ -296,17 +296,21 @@ func checkN(n int) {
 
 // TryAcquire takes n permits for key now or not at all, in one round trip.
 // n == 0 is a peek that takes nothing; n larger than the (smallest) limit
-// is refused at once with limiters.ErrExceedsLimit. The Decision's fields
+// is refused, as the local limiters refuse it: a Decision that is not
+// Allowed, with a zero RetryAfter (no wait helps) and the key's state, and
+// a nil error (Acquire returns limiters.ErrExceedsLimit). The Decision's fields
 // are what the local algorithm would report, with durations in whole
 // microseconds (Redis's clock resolution). While Redis is unreachable the
 // fail mode decides.
 func (r *Repository) TryAcquire(ctx context.Context, key string, n int) (limiters.Decision, error) {
 	checkN(n)
-	if n > r.maxN {
-		return limiters.Decision{Limit: r.maxN}, limiters.ErrExceedsLimit
-	}
 	if err := ctx.Err(); err != nil {
 		return limiters.Decision{}, err
+	}
+	if n > r.maxN {
+		d, err := r.TryAcquire(ctx, key, 0)
+		d.Allowed, d.RetryAfter = false, 0
+		return d, err
 	}
 	op, id := "try", ""
 	if n == 0 {
