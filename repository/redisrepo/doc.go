@@ -28,6 +28,19 @@
 // NewChain decides several limits of one key (10/s and 1000/day and 5 in
 // flight) all or nothing in the same round trip.
 //
+// # Policies
+//
+// A server.Policy keeps its limits in memory unless told otherwise; Storage
+// puts them in Redis, each rule's limits (and its cost caps) decided in one
+// round trip by a NewChain repository, under a namespace of its own:
+//
+//	p, err := server.LoadPolicy("policy.yaml")                                                 // memory
+//	p, err := server.LoadPolicy("policy.yaml", server.WithStorage(redisrepo.Storage(client))) // Redis
+//
+// Either way the middleware answers alike: the same headers, the same 429s
+// and problem+json bodies, and server.ChargeCost charges cost caps after the
+// response.
+//
 // Acquire is fair across replicas for the bucket algorithms: the script
 // reserves the earliest slot in Redis, and the caller sleeps until it, so
 // waiters are served in reservation order whichever replica they are on. A
