@@ -31,7 +31,8 @@ type batcher struct {
 }
 
 type call struct {
-	keys []string
+	script *redis.Script
+	keys   []string
 	args []any
 	res  any
 	err  error
@@ -64,7 +65,7 @@ func honoursContexts(client redis.UniversalClient) bool {
 // a context's deadline but does not notice its cancellation, while a caller
 // waiting for the sender returns the moment its ctx is done. It returns nil
 // when a round trip is in flight: the call must queue.
-func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
+func (b *batcher) alone(ctx context.Context, script *redis.Script, keys []string, args []any) *call {
 	b.mu.Lock()
 	if b.busy || b.closed {
 		b.mu.Unlock()
@@ -72,7 +73,7 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
 	}
 	b.busy = true
 	b.mu.Unlock()
-	c := &call{keys: keys, args: args, done: make(chan struct{})}
+	c := &call{script: script, keys: keys, args: args, done: make(chan struct{})}
 	b.exec(ctx, []*call{c})
 	b.mu.Lock()
 	if len(b.pending) > 0 && !b.closed {
@@ -84,7 +85,7 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
 	return c
 }
 
-// do runs the script with keys and args and waits for its result or ctx.
+// do runs script with keys and args and waits for its result or ctx.
 // A call abandoned by its ctx may still run: a rate limit may then count
 // it, and a concurrency lease it took expires (nobody renews it).
 //
@@ -92,13 +93,13 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
 // does with contexts (go-redis ignores them on sockets unless the client
 // sets ContextTimeoutEnabled; its ReadTimeout, 3s by default, then ends a
 // round trip to a Redis that stopped answering).
-func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
+func (b *batcher) do(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
 	if b.direct && ctx.Done() == nil {
-		if c := b.alone(ctx, keys, args); c != nil {
+		if c := b.alone(ctx, script, keys, args); c != nil {
 			return c.res, c.err
 		}
 	}
-	c := b.submit(keys, args)
+	c := b.submit(script, keys, args)
 	t := time.NewTimer(b.r.cfg.timeout)
 	defer t.Stop()
 	select {
@@ -113,8 +114,8 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error
 
 // submit queues a call for the next round trip; its done channel closes
 // when its result is in.
-func (b *batcher) submit(keys []string, args []any) *call {
-	c := &call{keys: keys, args: args, done: make(chan struct{})}
+func (b *batcher) submit(script *redis.Script, keys []string, args []any) *call {
+	c := &call{script: script, keys: keys, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -186,11 +187,11 @@ func (b *batcher) exec(parent context.Context, batch []*call) {
 		cmds := make([]*redis.Cmd, len(batch))
 		if len(batch) == 1 {
 			c := batch[0]
-			cmds[0] = r.script.EvalSha(ctx, r.client, c.keys, c.args...)
+			cmds[0] = c.script.EvalSha(ctx, r.client, c.keys, c.args...)
 		} else {
 			pipe := r.client.Pipeline()
 			for i, c := range batch {
-				cmds[i] = r.script.EvalSha(ctx, pipe, c.keys, c.args...)
+				cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
 			}
 			pipe.Exec(ctx) // each command carries its own error
 		}
@@ -198,7 +199,7 @@ func (b *batcher) exec(parent context.Context, batch []*call) {
 		for i, c := range batch {
 			c.res, c.err = cmds[i].Result()
 			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
-				c.res, c.err = r.script.Run(ctx, r.client, c.keys, c.args...).Result()
+				c.res, c.err = c.script.Run(ctx, r.client, c.keys, c.args...).Result()
 			}
 			if c.err != nil && !ours(c.err) {
 				failed = c.err

@@ -49,6 +49,7 @@ type Repository struct {
 	b     *batcher
 	cb    *gobreaker.CircuitBreaker[struct{}]
 	local *repository.Memory // FailLocal only
+	q     *quota             // lease mode (WithLeases) only
 
 	id  string
 	seq atomic.Uint64
@@ -140,7 +141,20 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		},
 	})
 	r.id = rand.Text()[:16] // names this repository's leases
+	if r.cfg.leases > 0 {
+		if len(specs) != 1 {
+			return nil, errors.New("redisrepo: WithLeases shares one limit: use New with one spec")
+		}
+		var err error
+		if r.q, err = newQuota(r, specs[0], r.cfg.leases); err != nil {
+			return nil, err
+		}
+	}
 	r.b = newBatcher(r)
+	if r.q != nil {
+		r.wg.Add(1)
+		go r.q.run()
+	}
 	if r.conc {
 		r.wg.Add(1)
 		go r.renew()
@@ -231,7 +245,7 @@ func (r *Repository) keys(key string) []string {
 
 // call runs the script for key through the batcher.
 func (r *Repository) call(ctx context.Context, key, op string, n int, maxWait int64, id string, extra []string) (any, error) {
-	res, err := r.b.do(ctx, r.keys(key), r.args(op, n, maxWait, id, extra))
+	res, err := r.b.do(ctx, r.script, r.keys(key), r.args(op, n, maxWait, id, extra))
 	if ours(err) {
 		msg := strings.TrimPrefix(err.Error(), "THROTTLE foreign value at key ")
 		return nil, fmt.Errorf("%w %s", ErrForeignValue, msg)
@@ -311,6 +325,9 @@ func (r *Repository) TryAcquire(ctx context.Context, key string, n int) (limiter
 		d, err := r.TryAcquire(ctx, key, 0)
 		d.Allowed, d.RetryAfter = false, 0
 		return d, err
+	}
+	if r.q != nil {
+		return r.q.tryAcquire(ctx, key, n)
 	}
 	op, id := "try", ""
 	if n == 0 {
@@ -415,6 +432,9 @@ func (r *Repository) Acquire(ctx context.Context, key string, n int) error {
 	}
 	if n > r.maxN {
 		return limiters.ErrExceedsLimit
+	}
+	if r.q != nil {
+		return r.q.acquire(ctx, key, n)
 	}
 	if r.rate {
 		return r.reserve(ctx, key, n)
@@ -609,7 +629,12 @@ func (r *Repository) Reset(ctx context.Context, key string) error {
 	if r.local != nil {
 		r.local.Reset(ctx, key)
 	}
-	if err := r.client.Del(ctx, r.keys(key)...).Err(); err != nil {
+	keys := r.keys(key)
+	if r.q != nil {
+		r.q.forget(key)
+		keys = append(keys, r.q.key(key))
+	}
+	if err := r.client.Del(ctx, keys...).Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return nil

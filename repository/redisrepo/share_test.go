@@ -1,0 +1,216 @@
+package redisrepo
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/limiters"
+)
+
+// leaseSpec is a hot quota: 2000 per second, bursts of 100.
+var leaseSpec = limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 100, Rate: limiters.PerSecond(2000)}
+
+const leaseRefresh = 50 * time.Millisecond
+
+// hammer calls r.TryAcquire(key, 1) from g goroutines until stop closes,
+// counting the calls and the grants.
+func hammer(t *testing.T, r *Repository, key string, g int, stop <-chan struct{}, calls, granted *atomic.Int64, wg *sync.WaitGroup) {
+	for range g {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := r.TryAcquire(context.Background(), key, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				calls.Add(1)
+				if d.Allowed {
+					granted.Add(1)
+				}
+			}
+		})
+	}
+}
+
+func leaseRepo(t *testing.T, s *redistest.Server, opts ...Option) *Repository {
+	return newRepo(t, newClient(t, s), leaseSpec, append([]Option{WithLeases(leaseRefresh), WithPrefix("lease:")}, opts...)...)
+}
+
+// TestLeasesBound: four replicas hammering one quota admit no more than the
+// documented bound, rate × time + burst + one permit per replica, and use
+// most of it.
+func TestLeasesBound(t *testing.T) {
+	s := redistest.Start(t)
+	var calls, granted atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	start := time.Now()
+	for range 4 {
+		hammer(t, leaseRepo(t, s), "k", 2, stop, &calls, &granted, &wg)
+	}
+	time.Sleep(1500 * time.Millisecond) // the load's duration
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(start)
+	rate := float64(leaseSpec.Rate.N) / leaseSpec.Rate.Per.Seconds()
+	bound := rate*elapsed.Seconds() + float64(leaseSpec.Limit) + 4
+	got := float64(granted.Load())
+	t.Logf("%d calls, %d granted in %v; bound %.0f", calls.Load(), granted.Load(), elapsed, bound)
+	if got > bound {
+		t.Fatalf("granted %.0f, more than rate × time + burst + replicas = %.0f", got, bound)
+	}
+	if got < 0.6*rate*elapsed.Seconds() {
+		t.Fatalf("granted %.0f, less than 60%% of the %.0f the rate allows", got, rate*elapsed.Seconds())
+	}
+}
+
+// TestLeasesFair: a replica asking for a tenth of the rate gets nearly all
+// it asks, and a greedy one the rest; two greedy replicas split the rate.
+func TestLeasesFair(t *testing.T) {
+	s := redistest.Start(t)
+	rate := float64(leaseSpec.Rate.N) / leaseSpec.Rate.Per.Seconds()
+	t.Run("unequal", func(t *testing.T) {
+		small, greedy := leaseRepo(t, s, WithPrefix("fair1:")), leaseRepo(t, s, WithPrefix("fair1:"))
+		var calls, granted, gcalls, ggranted atomic.Int64
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		hammer(t, greedy, "k", 2, stop, &gcalls, &ggranted, &wg)
+		// small asks for 200/s: a call every 5ms.
+		wg.Go(func() {
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				d, err := small.TryAcquire(context.Background(), "k", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				calls.Add(1)
+				if d.Allowed {
+					granted.Add(1)
+				}
+			}
+		})
+		time.Sleep(2 * time.Second)
+		close(stop)
+		wg.Wait()
+		t.Logf("small: %d of %d; greedy: %d of %d", granted.Load(), calls.Load(), ggranted.Load(), gcalls.Load())
+		if float64(granted.Load()) < 0.8*float64(calls.Load()) {
+			t.Errorf("the small replica got %d of its %d calls: its share is not its demand", granted.Load(), calls.Load())
+		}
+		if float64(ggranted.Load()) < 0.6*(2*rate-float64(granted.Load())) {
+			t.Errorf("the greedy replica got %d: the rest of the rate goes unused", ggranted.Load())
+		}
+	})
+	t.Run("equal", func(t *testing.T) {
+		a, b := leaseRepo(t, s, WithPrefix("fair2:")), leaseRepo(t, s, WithPrefix("fair2:"))
+		var ac, ag, bc, bg atomic.Int64
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		hammer(t, a, "k", 2, stop, &ac, &ag, &wg)
+		hammer(t, b, "k", 2, stop, &bc, &bg, &wg)
+		time.Sleep(2 * time.Second)
+		close(stop)
+		wg.Wait()
+		t.Logf("a: %d, b: %d; shares %d and %d", ag.Load(), bg.Load(), a.Share("k"), b.Share("k"))
+		x, y := float64(ag.Load()), float64(bg.Load())
+		if x < 0.35*(x+y) || y < 0.35*(x+y) {
+			t.Errorf("a got %.0f and b %.0f: not a fair split", x, y)
+		}
+	})
+}
+
+// TestLeasesExpiry: the share of a replica that died (it stops renewing
+// and cannot give its share back) returns to the others when its lease
+// expires, three refreshes later.
+func TestLeasesExpiry(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	c := newClient(t, s)
+	dead, err := New(c, leaseSpec, WithLeases(leaseRefresh), WithPrefix("exp:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := leaseRepo(t, s, WithPrefix("exp:"))
+	var calls, granted atomic.Int64
+	var wg, deadWG sync.WaitGroup
+	stop, deadStop := make(chan struct{}), make(chan struct{})
+	defer func() { close(stop); wg.Wait() }()
+	hammer(t, dead, "k", 1, deadStop, &calls, &granted, &deadWG)
+	hammer(t, live, "k", 1, stop, &calls, &granted, &wg)
+	key := dead.q.key("k")
+	waitFor(t, "both replicas hold a share", func() bool {
+		return dead.Share("k") > 0 && live.Share("k") > 0
+	})
+	// Kill it: its connection goes first, so Close cannot give the share back.
+	close(deadStop)
+	deadWG.Wait()
+	c.Close()
+	dead.Close()
+	if n, err := live.client.HLen(ctx, key).Result(); err != nil || n != 2 {
+		t.Fatalf("right after the kill the dead lease should still stand: %d fields, %v", n, err)
+	}
+	killed := time.Now()
+	waitFor(t, "the live replica gets the whole rate", func() bool {
+		return live.Share("k") == int64(leaseSpec.Rate.N)
+	})
+	if took := time.Since(killed); took > 3*3*leaseRefresh+time.Second {
+		t.Errorf("the dead share came back after %v", took)
+	}
+	if n, _ := live.client.HLen(ctx, key).Result(); n != 1 {
+		t.Errorf("%d fields left, want the live replica's only", n)
+	}
+}
+
+// waitFor polls cond for up to 5s (real time: the leases live in Redis).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLeasesClose: Close gives the shares back at once, and lease mode
+// accepts one gcra or token_bucket spec only.
+func TestLeasesClose(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := ctxT(t)
+	r := leaseRepo(t, s, WithPrefix("close:"))
+	if _, err := r.TryAcquire(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	key := r.q.key("k")
+	if n, _ := r.client.HLen(ctx, key).Result(); n != 1 {
+		t.Fatalf("%d lease fields, want 1", n)
+	}
+	r.Close()
+	if n, _ := r.client.Exists(ctx, key).Result(); n != 0 {
+		t.Fatal("Close left the lease in Redis")
+	}
+	c := newClient(t, s)
+	for _, spec := range []limiters.Spec{specs(10, time.Second)[limiters.AlgSlidingWindow], specs(10, time.Second)[limiters.AlgConcurrency]} {
+		if _, err := New(c, spec, WithLeases(time.Second)); err == nil {
+			t.Errorf("WithLeases took a %s spec", spec.Algorithm)
+		}
+	}
+	if _, err := NewChain(c, []limiters.Spec{leaseSpec, leaseSpec}, WithLeases(time.Second)); err == nil {
+		t.Error("WithLeases took a chain")
+	}
+}
