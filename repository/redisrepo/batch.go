@@ -33,10 +33,10 @@ type batcher struct {
 type call struct {
 	script *redis.Script
 	keys   []string
-	args []any
-	res  any
-	err  error
-	done chan struct{}
+	args   []any
+	res    any
+	err    error
+	done   chan struct{}
 }
 
 func newBatcher(r *Repository) *batcher {
