@@ -15,13 +15,15 @@ import (
 )
 
 // batcher sends the calls that arrive while a round trip is in flight
-// together, as one pipeline of EVALSHA commands (at most cfg.batch of them).
+// together (at most cfg.batch of them), as one EVALSHA that decides them all
+// (one per hash tag on a Cluster), pipelined with the lease calls.
 // One goroutine per Repository runs the round trips; a call costs a channel,
 // not a goroutine. An idle batcher sends a call at once: batching adds no
 // latency beyond the round trip already in flight.
 type batcher struct {
 	r       *Repository
 	direct  bool // the client honours contexts: an idle batcher lets a caller send its own call
+	cluster bool // keys of one command must share a hash tag
 	mu      sync.Mutex
 	pending []*call
 	busy    bool // a round trip is in flight, or the sender has been kicked
@@ -40,7 +42,8 @@ type call struct {
 }
 
 func newBatcher(r *Repository) *batcher {
-	b := &batcher{r: r, direct: honoursContexts(r.client), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	_, single := r.client.(*redis.Client)
+	b := &batcher{r: r, direct: honoursContexts(r.client), cluster: !single, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go b.run()
 	return b
 }
@@ -177,6 +180,70 @@ func ours(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "THROTTLE ")
 }
 
+// group is calls sent as one command: a single call as it is, or calls of
+// the repository's script merged into one call of it (see luaMain).
+type group struct {
+	calls  []*call
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// groups merges batch's calls of the repository's script into one call of
+// it, or on a Cluster one per hash tag, so that every key of a command lies
+// in one slot; the other calls (lease mode's) stay as they are.
+func (b *batcher) groups(batch []*call) []*group {
+	r := b.r
+	var out []*group
+	byTag := map[string]*group{}
+	for _, c := range batch {
+		if c.script != r.script {
+			out = append(out, &group{calls: []*call{c}, script: c.script, keys: c.keys, args: c.args})
+			continue
+		}
+		tag := ""
+		if b.cluster {
+			tag = hashTag(c.keys[0])
+		}
+		g := byTag[tag]
+		if g == nil {
+			g = &group{script: r.script}
+			byTag[tag] = g
+			out = append(out, g)
+		}
+		g.calls = append(g.calls, c)
+	}
+	nl := len(r.limits)
+	for _, g := range out {
+		if len(g.calls) == 1 {
+			c := g.calls[0]
+			g.keys, g.args = c.keys, c.args
+			continue
+		}
+		g.args = append(make([]any, 0, 2+6*nl+len(g.calls)*(6+6*nl)), "*", nl)
+		g.args = append(g.args, g.calls[0].args[6:6+6*nl]...)
+		for _, c := range g.calls {
+			g.keys = append(g.keys, c.keys...)
+			extra := c.args[6+6*nl:]
+			g.args = append(g.args, c.args[:5]...)
+			g.args = append(g.args, len(extra))
+			g.args = append(g.args, extra...)
+		}
+	}
+	return out
+}
+
+// hashTag is the part of key that Redis Cluster hashes: the content of its
+// first {…} when not empty, else the whole key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
 // exec sends batch in one round trip, bounded by parent and the round-trip
 // timeout, through the circuit breaker.
 func (b *batcher) exec(parent context.Context, batch []*call) {
@@ -184,25 +251,48 @@ func (b *batcher) exec(parent context.Context, batch []*call) {
 	ctx, cancel := context.WithTimeout(parent, r.cfg.timeout)
 	defer cancel()
 	_, err := r.cb.Execute(func() (struct{}, error) {
-		cmds := make([]*redis.Cmd, len(batch))
-		if len(batch) == 1 {
-			c := batch[0]
-			cmds[0] = c.script.EvalSha(ctx, r.client, c.keys, c.args...)
+		groups := b.groups(batch)
+		cmds := make([]*redis.Cmd, len(groups))
+		if len(groups) == 1 {
+			g := groups[0]
+			cmds[0] = g.script.EvalSha(ctx, r.client, g.keys, g.args...)
 		} else {
 			pipe := r.client.Pipeline()
-			for i, c := range batch {
-				cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+			for i, g := range groups {
+				cmds[i] = g.script.EvalSha(ctx, pipe, g.keys, g.args...)
 			}
 			pipe.Exec(ctx) // each command carries its own error
 		}
 		var failed error
-		for i, c := range batch {
-			c.res, c.err = cmds[i].Result()
-			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
-				c.res, c.err = c.script.Run(ctx, r.client, c.keys, c.args...).Result()
+		for i, g := range groups {
+			res, err := cmds[i].Result()
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				res, err = g.script.Run(ctx, r.client, g.keys, g.args...).Result()
 			}
-			if c.err != nil && !ours(c.err) {
-				failed = c.err
+			if err != nil && !ours(err) {
+				failed = err
+			}
+			if len(g.calls) == 1 {
+				g.calls[0].res, g.calls[0].err = res, err
+				continue
+			}
+			replies, ok := res.([]any)
+			if err == nil && (!ok || len(replies) != len(g.calls)) {
+				err = fmt.Errorf("redisrepo: bad batch reply %T", res)
+			}
+			for j, c := range g.calls {
+				if err != nil {
+					c.err = err
+					continue
+				}
+				if msg, ok := replies[j].(string); ok { // the call's error
+					c.err = errors.New(msg)
+					if !ours(c.err) {
+						failed = c.err
+					}
+					continue
+				}
+				c.res = replies[j]
 			}
 		}
 		return struct{}{}, failed
