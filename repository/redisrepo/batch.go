@@ -34,6 +34,7 @@ type batcher struct {
 
 type call struct {
 	script *redis.Script
+	fast   *redis.Script // sent alone, the call may take this script instead
 	keys   []string
 	args   []any
 	res    any
@@ -68,7 +69,7 @@ func honoursContexts(client redis.UniversalClient) bool {
 // a context's deadline but does not notice its cancellation, while a caller
 // waiting for the sender returns the moment its ctx is done. It returns nil
 // when a round trip is in flight: the call must queue.
-func (b *batcher) alone(ctx context.Context, script *redis.Script, keys []string, args []any) *call {
+func (b *batcher) alone(ctx context.Context, script, fast *redis.Script, keys []string, args []any) *call {
 	b.mu.Lock()
 	if b.busy || b.closed {
 		b.mu.Unlock()
@@ -76,7 +77,7 @@ func (b *batcher) alone(ctx context.Context, script *redis.Script, keys []string
 	}
 	b.busy = true
 	b.mu.Unlock()
-	c := &call{script: script, keys: keys, args: args, done: make(chan struct{})}
+	c := &call{script: script, fast: fast, keys: keys, args: args, done: make(chan struct{})}
 	b.exec(ctx, []*call{c})
 	b.mu.Lock()
 	if len(b.pending) > 0 && !b.closed {
@@ -88,7 +89,8 @@ func (b *batcher) alone(ctx context.Context, script *redis.Script, keys []string
 	return c
 }
 
-// do runs script with keys and args and waits for its result or ctx.
+// do runs script (or fast, if not nil, when the call goes alone) with keys
+// and args and waits for its result or ctx.
 // A call abandoned by its ctx may still run: a rate limit may then count
 // it, and a concurrency lease it took expires (nobody renews it).
 //
@@ -96,13 +98,13 @@ func (b *batcher) alone(ctx context.Context, script *redis.Script, keys []string
 // does with contexts (go-redis ignores them on sockets unless the client
 // sets ContextTimeoutEnabled; its ReadTimeout, 3s by default, then ends a
 // round trip to a Redis that stopped answering).
-func (b *batcher) do(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
+func (b *batcher) do(ctx context.Context, script, fast *redis.Script, keys []string, args []any) (any, error) {
 	if b.direct && ctx.Done() == nil {
-		if c := b.alone(ctx, script, keys, args); c != nil {
+		if c := b.alone(ctx, script, fast, keys, args); c != nil {
 			return c.res, c.err
 		}
 	}
-	c := b.submit(script, keys, args)
+	c := b.submit(script, fast, keys, args)
 	t := time.NewTimer(b.r.cfg.timeout)
 	defer t.Stop()
 	select {
@@ -117,8 +119,8 @@ func (b *batcher) do(ctx context.Context, script *redis.Script, keys []string, a
 
 // submit queues a call for the next round trip; its done channel closes
 // when its result is in.
-func (b *batcher) submit(script *redis.Script, keys []string, args []any) *call {
-	c := &call{script: script, keys: keys, args: args, done: make(chan struct{})}
+func (b *batcher) submit(script, fast *redis.Script, keys []string, args []any) *call {
+	c := &call{script: script, fast: fast, keys: keys, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -218,6 +220,9 @@ func (b *batcher) groups(batch []*call) []*group {
 		if len(g.calls) == 1 {
 			c := g.calls[0]
 			g.keys, g.args = c.keys, c.args
+			if c.fast != nil {
+				g.script = c.fast
+			}
 			continue
 		}
 		g.args = append(make([]any, 0, 2+6*nl+len(g.calls)*(6+6*nl)), "*", nl)

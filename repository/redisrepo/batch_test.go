@@ -117,7 +117,7 @@ func TestMergedBatch(t *testing.T) {
 	if err := c.Set(ctx, r.keys("bad")[0], "not ours", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Peek(ctx, "a"); err != nil { // loads the script
+	if err := r.script.Load(ctx, c).Err(); err != nil {
 		t.Fatal(err)
 	}
 	var batch []*call

@@ -42,9 +42,10 @@ type Repository struct {
 	cfg    config
 	limits []limit
 	script *redis.Script
-	maxN   int  // the most permits one call may take: the smallest limit
-	rate   bool // every limit is a bucket algorithm: Acquire reserves
-	conc   bool // some limit is a concurrency limit: permits are leases
+	fast   *redis.Script // for a lone try or peek; nil when none fits
+	maxN   int           // the most permits one call may take: the smallest limit
+	rate   bool          // every limit is a bucket algorithm: Acquire reserves
+	conc   bool          // some limit is a concurrency limit: permits are leases
 
 	b     *batcher
 	cb    *gobreaker.CircuitBreaker[struct{}]
@@ -124,6 +125,7 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		r.conc = r.conc || l.code == codeConcurrency
 	}
 	r.script = newScript(codes...)
+	r.fast = fastScript(r.limits)
 	if r.cfg.fail == FailLocal {
 		local := make([]limiters.Spec, len(specs))
 		for i, s := range specs {
@@ -245,7 +247,11 @@ func (r *Repository) keys(key string) []string {
 
 // call runs the script for key through the batcher.
 func (r *Repository) call(ctx context.Context, key, op string, n int, maxWait int64, id string, extra []string) (any, error) {
-	res, err := r.b.do(ctx, r.script, r.keys(key), r.args(op, n, maxWait, id, extra))
+	fast := r.fast
+	if op != "try" && op != "peek" {
+		fast = nil
+	}
+	res, err := r.b.do(ctx, r.script, fast, r.keys(key), r.args(op, n, maxWait, id, extra))
 	if ours(err) {
 		msg := strings.TrimPrefix(err.Error(), "THROTTLE foreign value at key ")
 		return nil, fmt.Errorf("%w %s", ErrForeignValue, msg)

@@ -142,7 +142,7 @@ func (q *quota) get(ctx context.Context, key string) (*lease, error) {
 // not known yet: it gets its fair share of what is free).
 func (q *quota) first(ctx context.Context, key string, l *lease) {
 	defer close(l.ready)
-	res, err := q.r.b.do(context.WithoutCancel(ctx), shareScript, []string{q.key(key)}, q.args(l.id, q.capacity))
+	res, err := q.r.b.do(context.WithoutCancel(ctx), shareScript, nil, []string{q.key(key)}, q.args(l.id, q.capacity))
 	l.mu.Lock()
 	l.ok = time.Now()
 	l.mu.Unlock()
@@ -321,7 +321,7 @@ func (q *quota) renew(elapsed time.Duration, closing bool) {
 		if want == 0 {
 			delete(q.lease, k) // a later call takes a new lease
 		}
-		items = append(items, item{l, want, q.r.b.submit(shareScript, []string{q.key(k)}, q.args(l.id, want))})
+		items = append(items, item{l, want, q.r.b.submit(shareScript, nil, []string{q.key(k)}, q.args(l.id, want))})
 	}
 	q.mu.Unlock()
 	for _, it := range items {
