@@ -34,7 +34,7 @@ type batcher struct {
 
 type call struct {
 	script *redis.Script
-	fast   *redis.Script // sent alone, the call may take this script instead
+	fast   *fast // sent alone, the call may take this script instead
 	keys   []string
 	args   []any
 	res    any
@@ -69,7 +69,7 @@ func honoursContexts(client redis.UniversalClient) bool {
 // a context's deadline but does not notice its cancellation, while a caller
 // waiting for the sender returns the moment its ctx is done. It returns nil
 // when a round trip is in flight: the call must queue.
-func (b *batcher) alone(ctx context.Context, script, fast *redis.Script, keys []string, args []any) *call {
+func (b *batcher) alone(ctx context.Context, script *redis.Script, fast *fast, keys []string, args []any) *call {
 	b.mu.Lock()
 	if b.busy || b.closed {
 		b.mu.Unlock()
@@ -98,7 +98,7 @@ func (b *batcher) alone(ctx context.Context, script, fast *redis.Script, keys []
 // does with contexts (go-redis ignores them on sockets unless the client
 // sets ContextTimeoutEnabled; its ReadTimeout, 3s by default, then ends a
 // round trip to a Redis that stopped answering).
-func (b *batcher) do(ctx context.Context, script, fast *redis.Script, keys []string, args []any) (any, error) {
+func (b *batcher) do(ctx context.Context, script *redis.Script, fast *fast, keys []string, args []any) (any, error) {
 	if b.direct && ctx.Done() == nil {
 		if c := b.alone(ctx, script, fast, keys, args); c != nil {
 			return c.res, c.err
@@ -119,7 +119,7 @@ func (b *batcher) do(ctx context.Context, script, fast *redis.Script, keys []str
 
 // submit queues a call for the next round trip; its done channel closes
 // when its result is in.
-func (b *batcher) submit(script, fast *redis.Script, keys []string, args []any) *call {
+func (b *batcher) submit(script *redis.Script, fast *fast, keys []string, args []any) *call {
 	c := &call{script: script, fast: fast, keys: keys, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.closed {
@@ -196,11 +196,14 @@ type group struct {
 // in one slot; the other calls (lease mode's) stay as they are.
 func (b *batcher) groups(batch []*call) []*group {
 	r := b.r
+	if len(batch) == 1 {
+		return []*group{alone(batch[0])}
+	}
 	var out []*group
 	byTag := map[string]*group{}
 	for _, c := range batch {
 		if c.script != r.script {
-			out = append(out, &group{calls: []*call{c}, script: c.script, keys: c.keys, args: c.args})
+			out = append(out, alone(c))
 			continue
 		}
 		tag := ""
@@ -216,13 +219,9 @@ func (b *batcher) groups(batch []*call) []*group {
 		g.calls = append(g.calls, c)
 	}
 	nl := len(r.limits)
-	for _, g := range out {
+	for i, g := range out {
 		if len(g.calls) == 1 {
-			c := g.calls[0]
-			g.keys, g.args = c.keys, c.args
-			if c.fast != nil {
-				g.script = c.fast
-			}
+			out[i] = alone(g.calls[0])
 			continue
 		}
 		g.args = append(make([]any, 0, 2+6*nl+len(g.calls)*(6+6*nl)), "*", nl)
@@ -236,6 +235,15 @@ func (b *batcher) groups(batch []*call) []*group {
 		}
 	}
 	return out
+}
+
+// alone is the group of c sent on its own, through its fast script if it
+// has one.
+func alone(c *call) *group {
+	if c.fast != nil {
+		return &group{calls: []*call{c}, script: c.fast.script, keys: c.keys[:1], args: c.fast.args(c.args)}
+	}
+	return &group{calls: []*call{c}, script: c.script, keys: c.keys, args: c.args}
 }
 
 // hashTag is the part of key that Redis Cluster hashes: the content of its

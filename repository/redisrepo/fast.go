@@ -7,16 +7,18 @@ import "github.com/redis/go-redis/v9"
 // Redis: no helper functions to define, the Decision computed inline, and
 // the state written only when a grant changed it (a refusal or a peek
 // leaves it, and its TTL, as they are: the state of a key that was not
-// written is brought up to date the same way by the next call). They take
-// the main script's ARGV and KEYS and keep its state format, so a key may
-// see both; the differential tests hold them to the local limiters too.
+// written is brought up to date the same way by the next call). They keep
+// the main script's state format, so a key may see both, and take the
+// limit's first key and five arguments: op, n, clock (as the main script's)
+// and the two fields of the limit they need; the differential tests hold
+// them to the local limiters too.
 const luaFastHead = `
 local function idiv(a, b)
   local q = math.floor(a / b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
   return q
 end
-local k, op, n = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local k, op, n, p1, p2 = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local t, slack = tonumber(ARGV[3]), 3600000000
 if not t then
   local tm = redis.call('TIME')
@@ -35,7 +37,7 @@ end
 // luaFastGCRA is GCRA whose emission interval is a whole number of
 // microseconds: its state "tat:0".
 const luaFastGCRA = luaFastHead + `
-local us, burst = tonumber(ARGV[8]), tonumber(ARGV[11])
+local us, burst = p1, p2
 local tat = 0
 if v then
   local a = string.match(v, '^(%-?%d+):0$')
@@ -60,7 +62,7 @@ return {allowed, burst, rem, base - t, retry}
 
 // luaFastSliding is the sliding window: its state "start:prev:curr".
 const luaFastSliding = luaFastHead + `
-local lim, win = tonumber(ARGV[8]), tonumber(ARGV[9])
+local lim, win = p1, p2
 local w = idiv(t, win) * win
 local st, p, c = w, 0, 0
 if v then
@@ -99,21 +101,31 @@ if used * win < x then used = used + 1 end
 return {allowed, lim, math.max(lim - c - used, 0), reset, retry}
 `
 
-// fastScript is the fast script for a repository of limits, or nil.
-func fastScript(limits []limit) *redis.Script {
+// fast is a fast script and where, in the main script's ARGV (from 0), the
+// two fields it needs are.
+type fast struct {
+	script *redis.Script
+	i, j   int
+}
+
+// args is the fast script's ARGV, from the main script's.
+func (f *fast) args(main []any) []any { return []any{main[0], main[1], main[2], main[f.i], main[f.j]} }
+
+var (
+	fastGCRA    = &fast{redis.NewScript(luaFastGCRA), 7, 10}   // us, burst
+	fastSliding = &fast{redis.NewScript(luaFastSliding), 7, 8} // limit, window
+)
+
+// fastFor is the fast script for a repository of limits, or nil.
+func fastFor(limits []limit) *fast {
 	if len(limits) != 1 {
 		return nil
 	}
 	switch a := limits[0].args; {
-	case a[0] == codeGCRA && a[2] == int64(0) && a[3] == int64(1):
+	case a[0] == codeGCRA && a[3] == int64(1): // a whole-microsecond interval
 		return fastGCRA
 	case a[0] == codeSlidingWindow:
 		return fastSliding
 	}
 	return nil
 }
-
-var (
-	fastGCRA    = redis.NewScript(luaFastGCRA)
-	fastSliding = redis.NewScript(luaFastSliding)
-)

@@ -42,10 +42,10 @@ type Repository struct {
 	cfg    config
 	limits []limit
 	script *redis.Script
-	fast   *redis.Script // for a lone try or peek; nil when none fits
-	maxN   int           // the most permits one call may take: the smallest limit
-	rate   bool          // every limit is a bucket algorithm: Acquire reserves
-	conc   bool          // some limit is a concurrency limit: permits are leases
+	fast   *fast // for a lone try or peek; nil when none fits
+	maxN   int   // the most permits one call may take: the smallest limit
+	rate   bool  // every limit is a bucket algorithm: Acquire reserves
+	conc   bool  // some limit is a concurrency limit: permits are leases
 
 	b     *batcher
 	cb    *gobreaker.CircuitBreaker[struct{}]
@@ -125,7 +125,7 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		r.conc = r.conc || l.code == codeConcurrency
 	}
 	r.script = newScript(codes...)
-	r.fast = fastScript(r.limits)
+	r.fast = fastFor(r.limits)
 	if r.cfg.fail == FailLocal {
 		local := make([]limiters.Spec, len(specs))
 		for i, s := range specs {
