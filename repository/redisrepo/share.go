@@ -19,8 +19,9 @@ import (
 // "grant:want:expiry" (µs, Redis's clock). A process asks for want (its
 // recent demand, with room to double); the script drops expired fields,
 // computes the max-min fair share of want among every live process's
-// wants (water-filling), and grants the smaller of that and what the
-// others' grants leave free. So the grants in Redis never sum past the
+// wants (water-filling), adds an equal part of what no want takes (so a
+// process alone gets the whole rate, and a sudden demand finds room), and
+// grants the smaller of that and what the others' grants leave free. So the grants in Redis never sum past the
 // rate; a process whose fair share shrank gives the difference back at
 // its next renewal, and the others take it at theirs. want 0 gives the
 // share back.
@@ -55,7 +56,10 @@ for i = 1, #wants do
   left = left - wants[i]
   level = cap
 end
-local grant = math.max(math.min(want, level, cap - others), 0)
+local spare = cap
+for i = 1, #wants do spare = spare - math.min(wants[i], level) end
+local target = math.min(want, level) + math.floor(spare / #wants)
+local grant = math.max(math.min(target, cap - others), 0)
 redis.call('HSET', k, id, string.format('%.0f:%.0f:%.0f', grant, want, t + ttl))
 redis.call('PEXPIRE', k, math.ceil((last - t) / 1000))
 return grant

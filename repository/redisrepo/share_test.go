@@ -214,3 +214,16 @@ func TestLeasesClose(t *testing.T) {
 		t.Error("WithLeases took a chain")
 	}
 }
+
+// TestLeasesAllocs: a decision within a lease allocates nothing.
+func TestLeasesAllocs(t *testing.T) {
+	s := redistest.Start(t)
+	r := leaseRepo(t, s, WithPrefix("allocs:"))
+	ctx := context.Background()
+	if _, err := r.TryAcquire(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() { r.TryAcquire(ctx, "k", 1) }); n != 0 {
+		t.Fatalf("%v allocs per decision, want 0", n)
+	}
+}
