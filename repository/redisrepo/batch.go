@@ -192,46 +192,55 @@ type group struct {
 }
 
 // groups merges batch's calls of the repository's script into one call of
-// it, or on a Cluster one per hash tag, so that every key of a command lies
-// in one slot; the other calls (lease mode's) stay as they are.
+// it (or of its fast script, for the tries and peeks it serves), or on a
+// Cluster one per hash tag, so that every key of a command lies in one
+// slot; the other calls (lease mode's) stay as they are.
 func (b *batcher) groups(batch []*call) []*group {
 	r := b.r
 	if len(batch) == 1 {
 		return []*group{alone(batch[0])}
 	}
 	var out []*group
-	byTag := map[string]*group{}
+	type kind struct {
+		tag  string
+		fast bool
+	}
+	byKind := map[kind]*group{}
 	for _, c := range batch {
 		if c.script != r.script {
 			out = append(out, alone(c))
 			continue
 		}
-		tag := ""
+		k := kind{fast: c.fast != nil}
 		if b.cluster {
-			tag = hashTag(c.keys[0])
+			k.tag = hashTag(c.keys[0])
 		}
-		g := byTag[tag]
+		g := byKind[k]
 		if g == nil {
 			g = &group{script: r.script}
-			byTag[tag] = g
+			byKind[k] = g
 			out = append(out, g)
 		}
 		g.calls = append(g.calls, c)
 	}
 	nl := len(r.limits)
 	for i, g := range out {
-		if len(g.calls) == 1 {
+		switch {
+		case len(g.calls) == 1:
 			out[i] = alone(g.calls[0])
-			continue
-		}
-		g.args = append(make([]any, 0, 2+6*nl+len(g.calls)*(6+6*nl)), "*", nl)
-		g.args = append(g.args, g.calls[0].args[6:6+6*nl]...)
-		for _, c := range g.calls {
-			g.keys = append(g.keys, c.keys...)
-			extra := c.args[6+6*nl:]
-			g.args = append(g.args, c.args[:5]...)
-			g.args = append(g.args, len(extra))
-			g.args = append(g.args, extra...)
+		case g.calls[0].fast != nil:
+			g.script = r.fast.script
+			g.keys, g.args = r.fast.batch(g.calls)
+		default:
+			g.args = append(make([]any, 0, 2+6*nl+len(g.calls)*(6+6*nl)), "*", nl)
+			g.args = append(g.args, g.calls[0].args[6:6+6*nl]...)
+			for _, c := range g.calls {
+				g.keys = append(g.keys, c.keys...)
+				extra := c.args[6+6*nl:]
+				g.args = append(g.args, c.args[:5]...)
+				g.args = append(g.args, len(extra))
+				g.args = append(g.args, extra...)
+			}
 		}
 	}
 	return out

@@ -105,45 +105,57 @@ func TestNoScriptReload(t *testing.T) {
 }
 
 // TestMergedBatch: calls sent together become one script call that decides
-// each of them, with one key's foreign value failing that call only; on a
+// each of them (the fast script's for GCRA, the main one's for the fixed
+// window), with one key's foreign value failing that call only; on a
 // Cluster the calls are grouped by hash tag.
 func TestMergedBatch(t *testing.T) {
 	s := redistest.Start(t)
-	c := newClient(t, s)
-	h := &roundTrips{}
-	c.AddHook(h)
-	r := newRepo(t, c, specs(3, time.Hour)[limiters.AlgGCRA])
-	ctx := ctxT(t)
-	if err := c.Set(ctx, r.keys("bad")[0], "not ours", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.script.Load(ctx, c).Err(); err != nil {
-		t.Fatal(err)
-	}
-	var batch []*call
-	for _, k := range []string{"a", "a", "b", "bad", "a", "a"} {
-		batch = append(batch, &call{script: r.script, keys: r.keys(k), args: r.args("try", 1, -1, "", nil), done: make(chan struct{})})
-	}
-	before := h.single.Load()
-	r.b.exec(ctx, batch)
-	if n := h.single.Load() - before; n != 1 {
-		t.Fatalf("%d commands for one batch, want 1", n)
-	}
-	for i, want := range []int64{1, 1, 1, -1, 1, 0} {
-		c := batch[i]
-		if want < 0 {
-			if !ours(c.err) {
-				t.Errorf("call %d: %v, want the foreign value's error", i, c.err)
+	for _, alg := range []string{limiters.AlgGCRA, limiters.AlgFixedWindow} {
+		t.Run(alg, func(t *testing.T) {
+			c := newClient(t, s)
+			h := &roundTrips{}
+			c.AddHook(h)
+			r := newRepo(t, c, specs(3, time.Hour)[alg], WithPrefix(alg+":"))
+			if (r.fast != nil) != (alg == limiters.AlgGCRA) {
+				t.Fatalf("fast script: %v", r.fast)
 			}
-			continue
-		}
-		v, _, err := ints(c.res)
-		if err != nil || c.err != nil || v[0] != want {
-			t.Errorf("call %d: %v %v, want allowed=%d", i, c.res, c.err, want)
-		}
-	}
-	r.b.cluster = true
-	if gs := r.b.groups(batch); len(gs) != 3 || len(gs[0].calls) != 4 || len(gs[1].calls) != 1 || len(gs[2].calls) != 1 {
-		t.Errorf("on a Cluster: %d groups, want a, b and bad apart", len(gs))
+			ctx := ctxT(t)
+			if err := c.Set(ctx, r.keys("bad")[0], "not ours", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			script := r.script
+			if r.fast != nil {
+				script = r.fast.script
+			}
+			if err := script.Load(ctx, c).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var batch []*call
+			for _, k := range []string{"a", "a", "b", "bad", "a", "a"} {
+				batch = append(batch, &call{script: r.script, fast: r.fast, keys: r.keys(k), args: r.args("try", 1, -1, "", nil), done: make(chan struct{})})
+			}
+			before := h.single.Load()
+			r.b.exec(ctx, batch)
+			if n := h.single.Load() - before; n != 1 {
+				t.Fatalf("%d commands for one batch, want 1", n)
+			}
+			for i, want := range []int64{1, 1, 1, -1, 1, 0} {
+				c := batch[i]
+				if want < 0 {
+					if !ours(c.err) {
+						t.Errorf("call %d: %v, want the foreign value's error", i, c.err)
+					}
+					continue
+				}
+				v, _, err := ints(c.res)
+				if err != nil || c.err != nil || v[0] != want {
+					t.Errorf("call %d: %v %v, want allowed=%d", i, c.res, c.err, want)
+				}
+			}
+			r.b.cluster = true
+			if gs := r.b.groups(batch); len(gs) != 3 || len(gs[0].calls) != 4 || len(gs[1].calls) != 1 || len(gs[2].calls) != 1 {
+				t.Errorf("on a Cluster: %d groups, want a, b and bad apart", len(gs))
+			}
+		})
 	}
 }
