@@ -146,7 +146,7 @@ func ours(spec limiters.Spec, opts ...redisrepo.Option) func(b *testing.B, c *re
 		return func(ctx context.Context, key string) error {
 			d, err := r.TryAcquire(ctx, key, 1)
 			if err == nil && !d.Allowed {
-				err = fmt.Errorf("denied")
+				err = fmt.Errorf("denied: %+v", d)
 			}
 			return err
 		}
