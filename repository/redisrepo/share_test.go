@@ -19,26 +19,17 @@ const leaseRefresh = 50 * time.Millisecond
 // hammer calls r.TryAcquire(key, 1) from g goroutines until stop closes,
 // counting the calls and the grants.
 func hammer(t *testing.T, r *Repository, key string, g int, stop <-chan struct{}, calls, granted *atomic.Int64, wg *sync.WaitGroup) {
-	for range g {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				d, err := r.TryAcquire(context.Background(), key, 1)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				calls.Add(1)
-				if d.Allowed {
-					granted.Add(1)
-				}
-			}
-		})
-	}
+	until(wg, g, stop, func() bool { return try(t, r, key, calls, granted) })
+}
+
+// loadFor starts load, lets it run for d, then stops it and waits for it.
+func loadFor(d time.Duration, load func(stop <-chan struct{}, wg *sync.WaitGroup)) {
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	load(stop, &wg)
+	time.Sleep(d) // the load's duration
+	close(stop)
+	wg.Wait()
 }
 
 func leaseRepo(t *testing.T, s *redistest.Server, opts ...Option) *Repository {
@@ -51,15 +42,12 @@ func leaseRepo(t *testing.T, s *redistest.Server, opts ...Option) *Repository {
 func TestLeasesBound(t *testing.T) {
 	s := redistest.Start(t)
 	var calls, granted atomic.Int64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
 	start := time.Now()
-	for range 4 {
-		hammer(t, leaseRepo(t, s), "k", 2, stop, &calls, &granted, &wg)
-	}
-	time.Sleep(1500 * time.Millisecond) // the load's duration
-	close(stop)
-	wg.Wait()
+	loadFor(1500*time.Millisecond, func(stop <-chan struct{}, wg *sync.WaitGroup) {
+		for range 4 {
+			hammer(t, leaseRepo(t, s), "k", 2, stop, &calls, &granted, wg)
+		}
+	})
 	elapsed := time.Since(start)
 	rate := float64(leaseSpec.Rate.N) / leaseSpec.Rate.Per.Seconds()
 	bound := rate*elapsed.Seconds() + float64(leaseSpec.Limit) + 4
@@ -81,33 +69,15 @@ func TestLeasesFair(t *testing.T) {
 	t.Run("unequal", func(t *testing.T) {
 		small, greedy := leaseRepo(t, s, WithPrefix("fair1:")), leaseRepo(t, s, WithPrefix("fair1:"))
 		var calls, granted, gcalls, ggranted atomic.Int64
-		var wg sync.WaitGroup
-		stop := make(chan struct{})
-		hammer(t, greedy, "k", 2, stop, &gcalls, &ggranted, &wg)
-		// small asks for 200/s: a call every 5ms.
-		wg.Go(func() {
-			tick := time.NewTicker(5 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				d, err := small.TryAcquire(context.Background(), "k", 1)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				calls.Add(1)
-				if d.Allowed {
-					granted.Add(1)
-				}
-			}
+		tick := time.NewTicker(5 * time.Millisecond) // small asks for 200/s
+		defer tick.Stop()
+		loadFor(2*time.Second, func(stop <-chan struct{}, wg *sync.WaitGroup) {
+			hammer(t, greedy, "k", 2, stop, &gcalls, &ggranted, wg)
+			until(wg, 1, stop, func() bool {
+				<-tick.C
+				return try(t, small, "k", &calls, &granted)
+			})
 		})
-		time.Sleep(2 * time.Second)
-		close(stop)
-		wg.Wait()
 		t.Logf("small: %d of %d; greedy: %d of %d", granted.Load(), calls.Load(), ggranted.Load(), gcalls.Load())
 		if float64(granted.Load()) < 0.8*float64(calls.Load()) {
 			t.Errorf("the small replica got %d of its %d calls: its share is not its demand", granted.Load(), calls.Load())
@@ -119,13 +89,10 @@ func TestLeasesFair(t *testing.T) {
 	t.Run("equal", func(t *testing.T) {
 		a, b := leaseRepo(t, s, WithPrefix("fair2:")), leaseRepo(t, s, WithPrefix("fair2:"))
 		var ac, ag, bc, bg atomic.Int64
-		var wg sync.WaitGroup
-		stop := make(chan struct{})
-		hammer(t, a, "k", 2, stop, &ac, &ag, &wg)
-		hammer(t, b, "k", 2, stop, &bc, &bg, &wg)
-		time.Sleep(2 * time.Second)
-		close(stop)
-		wg.Wait()
+		loadFor(2*time.Second, func(stop <-chan struct{}, wg *sync.WaitGroup) {
+			hammer(t, a, "k", 2, stop, &ac, &ag, wg)
+			hammer(t, b, "k", 2, stop, &bc, &bg, wg)
+		})
 		t.Logf("a: %d, b: %d; shares %d and %d", ag.Load(), bg.Load(), a.Share("k"), b.Share("k"))
 		x, y := float64(ag.Load()), float64(bg.Load())
 		if x < 0.35*(x+y) || y < 0.35*(x+y) {
