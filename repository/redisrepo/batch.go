@@ -77,7 +77,7 @@ func (b *batcher) alone(ctx context.Context, script *redis.Script, fast *fast, k
 	}
 	b.busy = true
 	b.mu.Unlock()
-	c := &call{script: script, fast: fast, keys: keys, args: args, done: make(chan struct{})}
+	c := &call{script: script, fast: fast, keys: keys, args: args} // nobody waits on done
 	b.exec(ctx, []*call{c})
 	b.mu.Lock()
 	if len(b.pending) > 0 && !b.closed {
@@ -326,6 +326,8 @@ func (b *batcher) exec(parent context.Context, batch []*call) {
 		case c.err != nil && !ours(c.err):
 			c.res, c.err = nil, fmt.Errorf("%w: %w", ErrUnavailable, c.err)
 		}
-		close(c.done)
+		if c.done != nil {
+			close(c.done)
+		}
 	}
 }

@@ -236,11 +236,11 @@ func chain(specs []limiters.Spec) limiters.Limiter {
 // keys are the Redis keys of key's limits: prefix{encoded key}:i<code>, and
 // the same with "s" appended for a sliding log's second key.
 func (r *Repository) keys(key string) []string {
-	base := r.cfg.prefix + "{" + encodeKey(key) + "}:"
+	enc := encodeKey(key)
 	ks := make([]string, 0, 2*len(r.limits))
 	for i, l := range r.limits {
-		k := base + strconv.Itoa(i) + l.code
-		ks = append(ks, k, k+"s")
+		k2 := r.cfg.prefix + "{" + enc + "}:" + strconv.Itoa(i) + l.code + "s"
+		ks = append(ks, k2[:len(k2)-1], k2) // one allocation for both
 	}
 	return ks
 }
