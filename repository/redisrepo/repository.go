@@ -266,7 +266,11 @@ func (r *Repository) args(op string, n int, maxWait int64, id string, extra []st
 		clock = strconv.FormatInt(r.clock(), 10)
 	}
 	args := make([]any, 0, 6+6*len(r.limits)+len(extra))
-	args = append(args, op, n, clock, maxWait, id, len(r.limits))
+	var wait any = maxWait
+	if maxWait == -1 {
+		wait = noWait
+	}
+	args = append(args, boxed[op], n, clock, wait, id, len(r.limits))
 	for _, l := range r.limits {
 		args = append(args, l.args[:]...)
 	}
@@ -275,6 +279,14 @@ func (r *Repository) args(op string, n int, maxWait int64, id string, extra []st
 	}
 	return args
 }
+
+// boxed holds the scripts' ops, and noWait a max wait of -1, as the
+// interface values args takes, so that making them costs no allocation.
+var (
+	boxed = map[string]any{"try": "try", "peek": "peek", "reserve": "reserve",
+		"cancel": "cancel", "release": "release", "renew": "renew"}
+	noWait any = int64(-1)
+)
 
 func (r *Repository) observe(e Event) {
 	if r.cfg.observer != nil {
