@@ -113,7 +113,8 @@ func WithLeases(refresh time.Duration) Option {
 	}
 }
 
-// WithBatch sets the most calls sent to Redis in one pipeline (default 128).
+// WithBatch sets the most calls sent to Redis in one round trip (default
+// 128).
 func WithBatch(n int) Option { return func(c *config) { c.batch = max(n, 1) } }
 
 // WithBreaker sets the circuit breaker: it opens after failures consecutive
