@@ -2,6 +2,7 @@ package redisrepo
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -193,4 +194,62 @@ func TestLeasesAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { r.TryAcquire(ctx, "k", 1) }); n != 0 {
 		t.Fatalf("%v allocs per decision, want 0", n)
 	}
+}
+
+// TestLeasesAcquire: Acquire waits within the share, refuses at once a wait
+// past its deadline, and refuses more than the share's burst.
+func TestLeasesAcquire(t *testing.T) {
+	s := redistest.Start(t)
+	spec := limiters.Spec{Algorithm: limiters.AlgTokenBucket, Limit: 2, Rate: limiters.PerSecond(20)}
+	r := newRepo(t, newClient(t, s), spec, WithLeases(leaseRefresh), WithPrefix("acq:"))
+	ctx := ctxT(t)
+	start := time.Now()
+	for range 4 { // a new share starts empty: 4 permits at 20/s take 200ms
+		if err := r.Acquire(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < 150*time.Millisecond {
+		t.Errorf("4 permits at 20/s in %v", took)
+	}
+	short, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+	defer cancel()
+	if err := r.Acquire(short, "k", 1); !errors.Is(err, limiters.ErrRateLimited) {
+		t.Errorf("a wait past the deadline: %v, want a *limiters.RejectedError", err)
+	}
+	if err := r.Acquire(ctx, "k", 3); !errors.Is(err, limiters.ErrExceedsLimit) {
+		t.Errorf("3 of a burst of 2: %v, want ErrExceedsLimit", err)
+	}
+}
+
+// TestLeasesRedisAway: while Redis is away a process keeps deciding within
+// its share until its lease would have expired, then the fail mode decides;
+// when Redis is back, so are the leases.
+func TestLeasesRedisAway(t *testing.T) {
+	s := redistest.Start(t)
+	var open atomic.Int64
+	r := leaseRepo(t, s, WithPrefix("away:"), WithFailMode(FailOpen), WithTimeout(100*time.Millisecond),
+		WithObserver(func(e Event) {
+			if e.Kind == EventFailOpen {
+				open.Add(1)
+			}
+		}))
+	ctx := ctxT(t)
+	if _, err := r.TryAcquire(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	if _, err := r.TryAcquire(ctx, "k", 1); err != nil || open.Load() != 0 {
+		t.Fatalf("within the lease: %v, %d fail-open events; want a local decision", err, open.Load())
+	}
+	waitFor(t, "the fail mode decides", func() bool {
+		d, err := r.TryAcquire(ctx, "k", 1)
+		return err == nil && d.Allowed && open.Load() > 0
+	})
+	s.Restart(t)
+	waitFor(t, "the lease is back", func() bool {
+		before := open.Load()
+		_, err := r.TryAcquire(ctx, "k", 1)
+		return err == nil && open.Load() == before && r.Share("k") > 0
+	})
 }
