@@ -73,7 +73,8 @@ type quota struct {
 	spec     limiters.Spec
 	refresh  time.Duration
 	ttl      time.Duration // a lease's life in Redis: three refreshes
-	capacity int64         // spec.Rate.N: the permits per spec.Rate.Per to share
+	capacity int64         // the permits per per to share: the spec's rate
+	per      time.Duration // the spec's period, times what makes capacity at least 1024
 
 	mu    sync.RWMutex
 	lease map[string]*lease
@@ -102,15 +103,21 @@ func newQuota(r *Repository, spec limiters.Spec, refresh time.Duration) (*quota,
 	if spec.Algorithm != limiters.AlgGCRA && spec.Algorithm != limiters.AlgTokenBucket {
 		return nil, fmt.Errorf("redisrepo: spec algorithm: WithLeases shares a rate, so it needs gcra or token_bucket, got %s", spec.Algorithm)
 	}
+	// Shares are whole permits per period: a small rate is counted over a
+	// longer period, so that a share can be a small part of it.
+	m := max((shareUnits+int64(spec.Rate.N)-1)/int64(spec.Rate.N), 1)
 	return &quota{r: r, spec: spec, refresh: refresh, ttl: 3 * refresh,
-		capacity: int64(spec.Rate.N), lease: map[string]*lease{}}, nil
+		capacity: int64(spec.Rate.N) * m, per: spec.Rate.Per * time.Duration(m), lease: map[string]*lease{}}, nil
 }
+
+// shareUnits is the least number of parts a rate is shared in.
+const shareUnits = 1024
 
 // local is the spec of a share: the spec's rate and burst scaled by
 // share/capacity, the burst rounded up.
 func (q *quota) local(share int64) limiters.Spec {
 	s := q.spec
-	s.Rate.N = int(share)
+	s.Rate = limiters.Rate{N: int(share), Per: q.per}
 	s.Limit = int((int64(q.spec.Limit)*share + q.capacity - 1) / q.capacity)
 	s.QueueLimit = 0
 	return s
@@ -317,7 +324,7 @@ func (q *quota) renew(elapsed time.Duration, closing bool) {
 		if asked := l.asked.Swap(0); asked > 0 && !closing {
 			l.idle = 0
 			// the demand as a rate per spec period, with room to double
-			f := 2 * float64(asked) * float64(q.spec.Rate.Per) / float64(max(elapsed, time.Microsecond))
+			f := 2 * float64(asked) * float64(q.per) / float64(max(elapsed, time.Microsecond))
 			want = int64(math.Min(math.Ceil(f), float64(q.capacity)))
 		} else if l.idle++; !closing && l.idle < 3 {
 			want = 1 // idle: a foot in the door

@@ -134,7 +134,7 @@ func TestLeasesExpiry(t *testing.T) {
 	}
 	killed := time.Now()
 	waitFor(t, "the live replica gets the whole rate", func() bool {
-		return live.Share("k") == int64(leaseSpec.Rate.N)
+		return live.Share("k") == live.q.capacity
 	})
 	if took := time.Since(killed); took > 3*3*leaseRefresh+time.Second {
 		t.Errorf("the dead share came back after %v", took)
@@ -252,4 +252,33 @@ func TestLeasesRedisAway(t *testing.T) {
 		_, err := r.TryAcquire(ctx, "k", 1)
 		return err == nil && open.Load() == before && r.Share("k") > 0
 	})
+}
+
+// TestLeasesSmallRate: a rate of one permit per period is shared too
+// (counted over a longer period, in at least 1024 parts): two greedy
+// replicas both get some of one per 50ms, and no more together than the
+// bound, nor much less than the rate.
+func TestLeasesSmallRate(t *testing.T) {
+	s := redistest.Start(t)
+	spec := limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 2, Rate: limiters.Rate{N: 1, Per: 50 * time.Millisecond}}
+	a := newRepo(t, newClient(t, s), spec, WithLeases(leaseRefresh), WithPrefix("small:"))
+	b := newRepo(t, newClient(t, s), spec, WithLeases(leaseRefresh), WithPrefix("small:"))
+	var ac, ag, bc, bg atomic.Int64
+	start := time.Now()
+	loadFor(1500*time.Millisecond, func(stop <-chan struct{}, wg *sync.WaitGroup) {
+		hammer(t, a, "k", 1, stop, &ac, &ag, wg)
+		hammer(t, b, "k", 1, stop, &bc, &bg, wg)
+	})
+	allowed := 20 * time.Since(start).Seconds()
+	bound := allowed + 2 + 2
+	t.Logf("a: %d, b: %d; bound %.0f", ag.Load(), bg.Load(), bound)
+	if ag.Load() == 0 || bg.Load() == 0 {
+		t.Errorf("a got %d and b %d: one of them has no share", ag.Load(), bg.Load())
+	}
+	switch got := float64(ag.Load() + bg.Load()); {
+	case got > bound:
+		t.Errorf("granted %.0f, more than the bound %.0f", got, bound)
+	case got < allowed/2:
+		t.Errorf("granted %.0f, less than half the %.0f the rate allows: the shares do not add up to it", got, allowed)
+	}
 }
