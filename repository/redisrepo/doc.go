@@ -64,8 +64,9 @@
 // call in it in order, with one TIME (on a Cluster, one per hash tag, in
 // one pipeline). Tries and peeks of a lone GCRA limit whose interval is a
 // whole number of microseconds, or of a lone sliding window, take a
-// shorter script that writes the state only when a grant changes it. A call returns as soon as its ctx is done, and
-// waits at most WithTimeout for Redis, whatever the client's settings. With
+// shorter script that writes the state only when a grant changes it. A
+// call returns as soon as its ctx is done, and waits at most WithTimeout
+// for Redis, whatever the client's settings. With
 // ContextTimeoutEnabled: true on the client (so that go-redis bounds its
 // reads by the context's deadline), a call whose ctx can never be cancelled
 // (context.Background) that finds nothing in flight makes its round trip on
@@ -96,7 +97,8 @@
 // that dies takes nothing with it: its share stays reserved (the others get
 // less, not more) until its lease expires. A new share starts empty, so a
 // key's first permits in a process come after one interval of its share;
-// a process alone gets the whole rate after its first renewal. Decisions
+// a process alone gets the whole rate. A rate is shared in at least 1024
+// parts (a small one counted over a longer period). Decisions
 // describe the process's share (Limit is its burst); a call may take at
 // most that burst, and Acquire retries when the share allows or changes,
 // not in FIFO order across processes. While renewals fail, a process keeps
