@@ -3,7 +3,11 @@ GO         ?= go
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME   ?= 10s
 
-.PHONY: test bench fuzz lint demo redis-server
+# The nested modules: the Prometheus collectors, and the service that
+# serves them (each with a replace of the library for local development).
+MODULES    = metrics/throttleprom cmd/ratelimitd
+
+.PHONY: test bench fuzz lint demo service redis-server
 
 # vet + the race-enabled, shuffled test suite of the library (the Redis
 # suites included: they start their own redis-server processes and may not
@@ -12,7 +16,12 @@ test: redis-server
 	$(GO) vet ./...
 	@if $(GO) list -deps . ./limiters ./server ./headers ./keyextract ./repository | grep -q 'redis/go-redis'; then \
 		echo "go-redis is imported by a package that must not import it"; exit 1; fi
+	@if $(GO) list -deps ./... | grep -q 'prometheus'; then \
+		echo "the library's module must not import Prometheus (metrics/throttleprom does)"; exit 1; fi
 	THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...
+	@set -e; for m in $(MODULES); do \
+		(cd $$m && $(GO) vet ./... && THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...); \
+	done
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Ours and our peers side by side; compare with benchstat (see bench/README.md).
@@ -33,9 +42,17 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) run $(STATICCHECK) ./...
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...); done
 
 demo:
 	$(GO) run ./cmd/throttle-demo
+
+# The rate-limit service on 127.0.0.1:8090, in memory, with the built-in
+# example policy (cmd/ratelimitd/example-policy.yaml); pass flags with
+# ARGS="--policy my.yaml --redis-url redis://localhost:6379".
+service:
+	$(GO) -C cmd/ratelimitd build -o $(CURDIR)/bin/ratelimitd .
+	./bin/ratelimitd $(ARGS)
 
 # The Redis suites need redis-server and redis-cli (Debian's redis-server
 # package has both); install them when absent (CI runs as root).

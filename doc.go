@@ -33,16 +33,49 @@
 //
 // # What the servers say
 //
-// After every response the Transport reads its rate-limit headers:
+// After every response the Transport reads its rate-limit headers, and
+// keeps, per partition, a model of what the server said: every quota it
+// reports, each with its own remaining units, reset and claims of the
+// requests on the wire; a pause; a pace; when its whole-second resets
+// really come. A request goes only when every quota it charges has room:
 //
-//   - A 429 (or a 503 with Retry-After), or a quota with nothing remaining,
-//     pauses the partition until the server's reset. Requests that arrive
-//     meanwhile stay queued, in order, and are not sent. When the pause ends
-//     one request probes the server alone; the rest follow its answer.
-//   - Requests already on the wire count against what a quota says remains
-//     (ten requests sent before the answer that says "9 left" arrives will
-//     use them), and when a quota runs low (a tenth of its limit) the
-//     remaining requests are spread evenly until its reset.
+//   - A 429 (or a 503 with Retry-After, or GitHub's 403 rate limits), or a
+//     quota with nothing remaining, pauses the partition until the server's
+//     reset. Requests that arrive meanwhile stay queued, unsent. When the
+//     pause ends one request probes the server alone; the rest follow its
+//     answer.
+//   - Costs: a request spends 1 of a quota that counts requests, and of
+//     other quotas what it declares with WithCost (an LLM request's
+//     tokens, a GraphQL query's points), or, undeclared, what its
+//     partition's recent requests declared on average. Requests already on
+//     the wire count against what a quota says remains, the server's next
+//     answer replaces the estimate, and a cost above a quota's limit fails
+//     at once with an *ExceedsQuotaError (errors.Is limiters.ErrExceedsLimit).
+//   - Window quotas that run low (a tenth of the limit) spread the units
+//     left evenly until their reset. OpenAI's and Anthropic's quotas refill
+//     continuously ("reset 6m0s" means full again in six minutes), so they
+//     are modelled as buckets refilling at limit/window: a request waits
+//     until enough has refilled, not until the reset.
+//   - Buckets: when a host's answers name their bucket (GitHub's
+//     x-ratelimit-resource, Discord's X-RateLimit-Bucket, an IETF pk), each
+//     bucket gets its own pauses and pace, learned per route (see
+//     WithBucketRoute), so an exhausted search bucket does not hold core
+//     requests. Observer events name a bucket as "host#bucket".
+//   - Priority lanes: WithPriority lets a waiting request go before those
+//     of lower priority (FIFO among equals); a request yields its place to
+//     at most 64 later arrivals, so low priority delays but never starves.
+//   - Servers that say little: a bare 429 or 503, or an overloaded 529,
+//     teaches an AIMD pace — on a refusal, the rate the server was seen to
+//     accept (a first refusal guesses it from what the server took before
+//     refusing), and after every run of successes a little more, so that
+//     no refusal pins the pace for good. A refusal that says when to come
+//     back (Retry-After) is obeyed, and the pace set to what the server
+//     took since the last pause. A sliding window that reports its fixed
+//     window's end as its reset (go-chi/httprate) is recognised by a new
+//     window that opens nearly exhausted, and paced just under its limit.
+//   - Final refusals (OpenAI's insufficient_quota, a request too large)
+//     neither pause nor teach anything: see Classify. An IETF quota whose
+//     unit is concurrent-requests bounds the requests in flight.
 //   - Servers are sloppy, and the Transport allows for it: HTTP dates with
 //     "UTC" for "GMT"; resets rounded down to the second (a whole-second
 //     reset R is taken as a moment in [R, R+1s): the Transport learns each
@@ -50,11 +83,7 @@
 //     window, and after a refused probe tries again in growing steps from
 //     50 ms rather than losing the second); a reset that has passed while
 //     nothing remains means "not yet", not "no information"; windows that
-//     start at a client's first request; sliding windows that free one slot
-//     at a time; 429s with no Retry-After (exponential backoff from 1s); and
-//     servers that say nothing until they refuse (the Transport learns a
-//     pace from how many requests they took between refusals; the first
-//     refusal costs one 429 per request already in flight).
+//     start at a client's first request.
 //   - No pause exceeds WithMaxPause (default 15 minutes), so a hostile
 //     Retry-After cannot freeze a client. A server that asks for a pause
 //     longer than headers.Parse reads (a Retry-After or a reset more than
@@ -79,6 +108,7 @@
 // caller's base RoundTripper under hashicorp/go-retryablehttp, with Backoff
 // (which honours every header format Parse knows and always waits between
 // RetryWaitMin and RetryWaitMax) and CheckRetry (which does not retry our
-// own refusals), so retries wait in the same queue as everything else. It
-// logs nothing unless given WithLogger.
+// own refusals nor final ones, and obeys x-should-retry), so retries wait
+// in the same queue as everything else. It logs nothing unless given
+// WithLogger.
 package throttle

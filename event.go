@@ -34,7 +34,7 @@ func (k EventKind) String() string {
 // Event is what an observer (WithObserver) receives.
 type Event struct {
 	Kind   EventKind
-	Key    string        // the partition
+	Key    string        // the partition; for a bucket its host named, "partition#bucket"
 	Wait   time.Duration // EventAcquired: time spent waiting
 	Until  time.Time     // EventPaused: the end of the pause
 	Status int           // EventPaused: the response status that caused it

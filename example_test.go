@@ -1,16 +1,20 @@
 package throttle_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/throttlekit/throttle"
+	"github.com/throttlekit/throttle/internal/apisim"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository"
 )
@@ -193,4 +197,66 @@ func ExampleWithPermitLease() {
 	// Output:
 	// a body leaked in the server's partition; its permit is back
 	// second request: 200
+}
+
+// An LLM client: each request declares the tokens it will spend, so the
+// Transport sends it only when the API's tokens quota (learned from its
+// x-ratelimit-*-tokens fields) has room, and interactive requests go
+// before queued batch work.
+func ExampleWithCost() {
+	api := apisim.NewOpenAI(apisim.OpenAIConfig{RequestsPerWindow: 100, TokensPerWindow: 3000, Window: 2 * time.Second})
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+
+	tr := throttle.NewTransport(nil)
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+	complete := func(ctx context.Context, maxTokens int64) (int, error) {
+		body := fmt.Sprintf(`{"model":"gpt-4o","max_tokens":%d,"messages":[]}`, maxTokens)
+		ctx = throttle.WithCost(ctx, "tokens", maxTokens)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+
+	// The first answer teaches the Transport the API's quotas.
+	if status, err := complete(context.Background(), 100); err != nil || status != http.StatusOK {
+		fmt.Println(status, err)
+		return
+	}
+	var ok atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 12 {
+		ctx := context.Background()
+		if i%4 == 0 {
+			ctx = throttle.WithPriority(ctx, 10) // interactive: ahead of the batch
+		}
+		wg.Go(func() {
+			if status, err := complete(ctx, 700); err == nil && status == http.StatusOK {
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	// 8,400 tokens through a 3,000-token bucket that refills in 2s: the
+	// requests wait for it to refill instead of collecting 429s.
+	fmt.Println("succeeded:", ok.Load())
+	fmt.Println("refused by the API:", api.Snapshot().Refused)
+
+	// A request that could never fit fails at once, unsent.
+	_, err := complete(context.Background(), 5000)
+	var tooBig *throttle.ExceedsQuotaError
+	fmt.Println(errors.Is(err, limiters.ErrExceedsLimit), errors.As(err, &tooBig) && tooBig.Quota == "tokens")
+	// Output:
+	// succeeded: 12
+	// refused by the API: 0
+	// true true
 }

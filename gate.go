@@ -4,145 +4,202 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/throttlekit/throttle/headers"
+	"github.com/throttlekit/throttle/internal/waitq"
 	"github.com/throttlekit/throttle/limiters"
 )
 
-// gate is one partition's memory of what the server said: a pause until a
-// reset, the quota left (less the requests already on the wire), the pacing
-// that spreads a low quota evenly until its reset, and the one-request probe
-// that follows every pause. Requests pass the gate in FIFO order before they
-// take a permit from the partition's limiter.
+// gate is one partition's model of what the server said — its quotas
+// (quota.go), a pause until a reset, the probe that follows every pause,
+// the pace learned from bare refusals (aimd.go), and when this server's
+// whole-second resets really come (resetFor) — and the wait queue, with
+// priority lanes, of the requests it holds back. Requests pass the gate
+// before they take a permit from the partition's limiter.
 type gate struct {
 	key      string
 	maxPause time.Duration // the longest one answer may pause the partition
 	emit     func(Event)   // the Transport's observer, or nil
 
 	mu     sync.Mutex
-	head   *gwaiter
-	tail   *gwaiter
-	queued int // waiters in the list
+	q      waitq.Queue
 	timer  *time.Timer
 	closed bool
+
+	// A partition's own gate holds the gates of the buckets its host's
+	// answers named, and the routes learned for each (bucket.go).
+	buckets map[string]*gate
+	routes  atomic.Pointer[map[route]*gate] // replaced, never changed: read without g.mu
+	name    string                          // a bucket's name, or ""
+	parent  *gate                           // a bucket's partition gate, or nil
+	wire    atomic.Int64                    // inflight, for the buckets to read without g.mu
 
 	pausedUntil time.Time // no request starts before this
 	paused      bool      // a pause is in force (for the Resumed event)
 	probe       bool      // the next request probes alone
 	probing     bool      // the probe is on the wire: hold the rest
-	quota       bool      // avail, reset are known
-	rmin        int64     // the least the server said remains before reset
-	ver         int64     // answers applied so far
-	rminVer     int64     // ver when rmin was last set
 	pauses      int64     // pauses begun so far
-	limit       int64
-	reset       time.Time
-	guessed     bool          // reset is our guess (the server's had passed): no pacing
-	nextSend    time.Time     // pacing: the next request waits until then
-	inflight    int           // admitted, not yet answered
-	backoff     time.Duration // for 429s that say nothing about when
-	learned     time.Duration // pacing learned from 429s that came without quota headers
-	resumedAt   time.Time     // when the last pause ended
-	okSince     int           // successful responses since resumedAt
+	ver         int64     // answers with quotas applied so far
+	quotas      [maxQuotas]quota
+	nq          int       // quotas[:nq] are in use; a slot keeps its name for good
+	nextSend    time.Time // pacing: the next request waits until then
+	inflight    int       // admitted, not yet answered
+	backoff     time.Duration
+	resumedAt   time.Time // when the last pause ended
+	okSince     int       // successful responses since resumedAt
+	pace        aimd
 	wsReset     time.Time     // the whole-second reset the current pause waits for
 	phase       time.Duration // how long after its whole-second resets this server's really come
 	steps       int           // probes refused since wsReset passed
 }
 
+// gwaiter is a request waiting at the gate: its declared costs, and the
+// ticket it got when let through.
 type gwaiter struct {
-	ready      chan struct{}
-	err        error
-	tk         ticket
-	prev, next *gwaiter
+	w    *waitq.Waiter
+	cost *cost
+	tk   ticket
 }
 
-// ticket is what enter and wait hand a request: whether it is the probe, and its
-// place in the order of admissions.
+// ticket is what enter and wait hand a request: whether it is the probe,
+// its place in the order of admissions, and what it claimed of each quota.
 type ticket struct {
-	probe bool
-	ver   int64     // g.ver when the request was let through
-	pause int64     // g.pauses when the request was let through
-	at    time.Time // when a probe was let through (zero for others)
+	probe  bool
+	ver    int64     // g.ver when the request was let through
+	pause  int64     // g.pauses when the request was let through
+	at     time.Time // when a probe was let through (zero for others)
+	charge [maxQuotas]int64
 }
 
-const (
-	minBackoff = time.Second
-	// notYet is how long to wait when a quota is used up and its reset has
-	// already passed: servers write resets in whole seconds, rounded down,
-	// so "0" means "within the second", and a reset that has passed while
-	// nothing remains means "not yet", not "no information".
-	notYet = time.Second
-)
+// notYet is how long to wait when a quota is used up and its reset has
+// already passed: servers write resets in whole seconds, rounded down, so
+// "0" means "within the second", and a reset that has passed while nothing
+// remains means "not yet", not "no information".
+const notYet = time.Second
 
-// check reports whether a request may go now; if not, wake is when to look
-// again (zero: when a response arrives). g.mu must be held.
-func (g *gate) check(now time.Time) (ok bool, wake time.Time, resumed bool) {
-	if now.Before(g.pausedUntil) {
-		return false, g.pausedUntil, false
+// onWire is how many requests may be spending the gate's quotas now: its
+// own on the wire, and for a bucket, those its partition's gate let
+// through before their bucket was known. g.mu must be held.
+func (g *gate) onWire() int {
+	n := g.inflight
+	if g.parent != nil {
+		n += int(g.parent.wire.Load())
 	}
-	if g.paused {
+	return n
+}
+
+// advance brings the gate's state up to now: a pause that has ended, window
+// quotas whose reset has passed (what we knew is stale: the next request
+// probes). It reports whether a pause ended. g.mu must be held.
+func (g *gate) advance(now time.Time) (resumed bool) {
+	if g.paused && !now.Before(g.pausedUntil) {
 		g.paused = false
 		g.resumedAt, g.okSince = now, 0
 		resumed = true
 	}
+	for i := range g.quotas[:g.nq] {
+		if q := &g.quotas[i]; q.stale(now) {
+			q.known, g.probe = false, true
+		}
+	}
+	return resumed
+}
+
+// ready reports whether a request charging ch may go now; if not, wake is
+// when to look again (zero: when an answer arrives). It changes nothing.
+// g.mu must be held.
+func (g *gate) ready(now time.Time, ch *[maxQuotas]int64) (ok bool, wake time.Time) {
+	if now.Before(g.pausedUntil) {
+		return false, g.pausedUntil
+	}
 	if g.probing {
-		return false, time.Time{}, resumed
+		return false, time.Time{}
 	}
-	if g.quota && !now.Before(g.reset) {
-		// The quota's window has ended: what we knew is stale.
-		g.quota, g.probe = false, true
-	}
-	if g.quota && g.avail() <= 0 {
-		// Our own estimate, not the server's word: an answer that shows
-		// fewer requests in flight than we feared lets waiters go.
-		return false, g.reset, resumed
-	}
+	wake = now
 	if now.Before(g.nextSend) {
-		return false, g.nextSend, resumed
+		wake = g.nextSend
 	}
-	return true, time.Time{}, resumed
+	for i := range g.quotas[:g.nq] {
+		t := g.quotas[i].readyAt(now, ch[i], g.onWire())
+		if t.IsZero() {
+			return false, t
+		}
+		if t.After(wake) {
+			wake = t
+		}
+	}
+	if wake.After(now) {
+		return false, wake
+	}
+	return true, time.Time{}
 }
 
 // quiet reports whether the gate has nothing that could hold a request
-// back or pace it. g.mu must be held.
+// back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	return !g.paused && !g.probe && !g.probing && !g.quota && g.learned == 0 &&
-		g.pausedUntil.IsZero() && g.nextSend.IsZero()
-}
-
-// low reports whether a quota is low enough to pace: a tenth of the limit
-// or less (when the limit is unknown, ten requests or fewer).
-func low(avail, limit int64) bool {
-	if limit > 0 {
-		return avail*10 <= limit
+	if g.paused || g.probe || g.probing || g.pace.step > 0 || !g.pausedUntil.IsZero() || !g.nextSend.IsZero() {
+		return false
 	}
-	return avail <= 10
+	return !g.hasQuotas()
 }
 
-// sent records that a request passed the gate. now may be zero when the
-// gate is quiet: nothing it does then needs the time but the start of the
-// first cycle. g.mu must be held.
-func (g *gate) sent(now time.Time) ticket {
+// charges is what a request declaring c charges each quota the gate knows.
+// g.mu must be held.
+func (g *gate) charges(c *cost) (ch [maxQuotas]int64) {
+	for i := range g.quotas[:g.nq] {
+		if q := &g.quotas[i]; q.known {
+			ch[i] = q.charge(c)
+		}
+	}
+	return ch
+}
+
+// tooBig returns an error matching limiters.ErrExceedsLimit, naming the
+// quota, if ch charges a quota more than its limit. g.mu must be held.
+func (g *gate) tooBig(ch *[maxQuotas]int64) error {
+	for i := range g.quotas[:g.nq] {
+		if q := &g.quotas[i]; q.tooBig(ch[i]) {
+			return &ExceedsQuotaError{Partition: g.key, Quota: q.name, Cost: ch[i], Limit: q.limit}
+		}
+	}
+	return nil
+}
+
+// sent records that a request passed the gate, charging ch. now may be
+// zero when the gate is quiet: nothing it does then needs the time but the
+// start of the first cycle. g.mu must be held.
+func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64) ticket {
 	g.inflight++
+	g.wire.Store(int64(g.inflight))
 	if g.resumedAt.IsZero() {
 		if now.IsZero() {
 			now = time.Now()
 		}
 		g.resumedAt = now // the first cycle starts with the first request
 	}
-	tk := ticket{probe: g.probe, ver: g.ver, pause: g.pauses}
+	tk := ticket{probe: g.probe, ver: g.ver, pause: g.pauses, charge: *ch}
 	if g.probe {
 		tk.at = now
 		g.probe, g.probing = false, true
 	}
-	if g.quota {
-		if a := g.avail(); a > 0 && !g.guessed && low(a, g.limit) {
-			g.nextSend = now.Add(g.reset.Sub(now) / time.Duration(a+1))
+	next := g.nextSend
+	for i := range g.quotas[:g.nq] {
+		if ch[i] == 0 {
+			continue
 		}
-	} else if g.learned > 0 {
-		g.nextSend = now.Add(g.learned)
+		q := &g.quotas[i]
+		_, declared := c.of(q.name)
+		q.claim(now, ch[i], declared)
+		if d := q.pace(now, ch[i], g.onWire()); d > 0 && now.Add(d).After(next) {
+			next = now.Add(d)
+		}
 	}
+	if g.pace.step > 0 && now.Add(g.pace.step).After(next) {
+		next = now.Add(g.pace.step)
+	}
+	g.nextSend = next
 	return tk
 }
 
@@ -153,39 +210,49 @@ func (g *gate) pauseUntil(until time.Time) {
 	if !g.paused {
 		g.pauses++
 	}
-	g.paused, g.probe, g.quota = true, true, false
+	g.paused, g.probe = true, true
 }
 
-// enter lets the request through the gate now, or queues it: then w is
-// its place in the queue, to wait on with wait. deadline (if non-zero) is
-// the latest the request may wait until: if the gate can tell its turn
-// would come later, enter refuses it at once with a *limiters.RejectedError
-// whose RetryAfter says when its turn would come.
-func (g *gate) enter(deadline time.Time) (tk ticket, w *gwaiter, err error) {
+// enter lets the request declaring c through the gate now, or queues it at
+// the priority ctx carries (WithPriority): then w is its place in the
+// queue, to wait on with wait.
+// deadline (if non-zero) is the latest the request may wait until: if the
+// gate can tell its turn would come later, enter refuses it at once with a
+// *limiters.RejectedError whose RetryAfter says when its turn would come.
+// A request that charges a quota more than its limit fails at once with an
+// *ExceedsQuotaError.
+func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost) (tk ticket, w *gwaiter, err error) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
 		return ticket{}, nil, limiters.ErrClosed
 	}
-	if g.head == nil && g.quiet() {
+	if g.q.Len() == 0 && g.quiet() {
 		// Nothing learned yet that could hold this request back: no need
 		// to read the clock.
-		tk = g.sent(time.Time{})
+		var none [maxQuotas]int64
+		tk = g.sent(time.Time{}, c, &none)
 		g.mu.Unlock()
 		return tk, nil, nil
 	}
 	now := time.Now()
-	var resumed bool
-	if g.head == nil {
-		var ok bool
-		if ok, _, resumed = g.check(now); ok {
-			tk = g.sent(now)
+	resumed := g.advance(now)
+	ch := g.charges(c)
+	if err := g.tooBig(&ch); err != nil {
+		g.mu.Unlock()
+		g.report(resumed)
+		return ticket{}, nil, err
+	}
+	if g.q.Len() == 0 {
+		if ok, _ := g.ready(now, &ch); ok {
+			tk = g.sent(now, c, &ch)
 			g.mu.Unlock()
 			g.report(resumed)
 			return tk, nil, nil
 		}
 	}
-	if due := g.due(now); !deadline.IsZero() && !due.IsZero() && due.After(deadline) {
+	p := priorityOf(ctx)
+	if due := g.due(now, p); !deadline.IsZero() && !due.IsZero() && due.After(deadline) {
 		g.mu.Unlock()
 		g.report(resumed)
 		return ticket{}, nil, &limiters.RejectedError{
@@ -194,43 +261,32 @@ func (g *gate) enter(deadline time.Time) (tk ticket, w *gwaiter, err error) {
 			Reason:     "the server paused or paced the partition",
 		}
 	}
-	w = &gwaiter{ready: make(chan struct{})}
-	g.push(w)
-	if g.head == w {
-		resumed = g.dispatch(now) || resumed
-	}
+	w = &gwaiter{w: waitq.NewWaiter(1, p), cost: c}
+	w.w.Value = w
+	g.q.Push(w.w)
+	resumed = g.dispatch(now) || resumed
 	g.mu.Unlock()
 	g.report(resumed)
 	return ticket{}, w, nil
 }
 
-// wait waits for the gate to let w through, in FIFO order, or for ctx to
-// end. A waiter whose ctx ends takes nothing with it: if it was let through
-// at that very moment, the admission is undone and the next waiter may go
-// (the race of go.dev/issue/63615).
+// wait waits for the gate to let w through, or for ctx to end. A waiter
+// whose ctx ends takes nothing with it: if it was let through at that very
+// moment, the admission is undone and the next waiter may go (the race of
+// go.dev/issue/63615).
 func (g *gate) wait(ctx context.Context, w *gwaiter) (ticket, error) {
-	select {
-	case <-w.ready:
-		if ctx.Err() == nil || w.err != nil {
-			return w.tk, w.err
-		}
-		// Let through, but ctx ended as well: undo the admission below.
-	case <-ctx.Done():
-	}
-	g.mu.Lock()
-	select {
-	case <-w.ready:
-		if w.err == nil {
-			// Let through as we gave up: undo it.
+	var resumed bool
+	err := g.q.Wait(ctx, &g.mu, w.w, func(granted, _ bool) {
+		if granted {
 			g.abortLocked(w.tk)
 		}
-	default:
-		g.remove(w)
-	}
-	resumed := g.head != nil && g.dispatch(time.Now())
-	g.mu.Unlock()
+		resumed = g.q.Len() > 0 && g.dispatch(time.Now())
+	})
 	g.report(resumed)
-	return ticket{}, ctx.Err()
+	if err != nil {
+		return ticket{}, err
+	}
+	return w.tk, nil
 }
 
 // report tells the observer that a pause ended, if one did.
@@ -240,10 +296,11 @@ func (g *gate) report(resumed bool) {
 	}
 }
 
-// due estimates when a request queued now would be let through: the gate's
-// own wake time plus one pacing interval per waiter ahead. Zero means
-// unknown (it waits for a response). g.mu must be held.
-func (g *gate) due(now time.Time) time.Time {
+// due estimates when a request queued now at priority p would be let
+// through: the gate's own wake time plus one pacing interval per waiter
+// ahead. Zero means unknown (it waits for an answer). It changes nothing.
+// g.mu must be held.
+func (g *gate) due(now time.Time, p int) time.Time {
 	if g.probing {
 		return time.Time{}
 	}
@@ -254,66 +311,68 @@ func (g *gate) due(now time.Time) time.Time {
 	if at.Before(g.nextSend) {
 		at = g.nextSend
 	}
-	if g.quota && g.avail() <= 0 && at.Before(g.reset) {
-		at = g.reset
+	exhausted := false
+	for i := range g.quotas[:g.nq] {
+		q := &g.quotas[i]
+		if q.known && !q.refill && q.avail(now, g.onWire()) <= 0 {
+			exhausted = true
+			if at.Before(q.reset) {
+				at = q.reset
+			}
+		}
 	}
-	if ahead := g.queued; ahead > 0 {
-		if g.probe || (g.quota && g.avail() <= 0) || g.pausedUntil.After(now) {
+	ahead := 0
+	if b := g.q.Behind(p); b != nil {
+		for w := g.q.Head(); w != nil; w = w.Next() {
+			ahead++
+			if w == b {
+				break
+			}
+		}
+	}
+	if ahead > 0 {
+		if g.probe || exhausted || g.pausedUntil.After(now) {
 			// Behind a probe: its answer decides; we cannot tell.
 			return time.Time{}
 		}
-		step := g.learned
-		if a := g.avail(); g.quota && a > 0 && !g.guessed && low(a, g.limit) {
-			step = g.reset.Sub(now) / time.Duration(a+1)
+		step := g.pace.step
+		for i := range g.quotas[:g.nq] {
+			q := &g.quotas[i]
+			if a := q.avail(now, g.onWire()); q.known && !q.refill && !q.guessed && a > 0 && low(a, q.limit) {
+				step = max(step, q.reset.Sub(now)/time.Duration(a+1))
+			}
 		}
 		at = at.Add(time.Duration(ahead) * step)
 	}
 	return at
 }
 
-func (g *gate) push(w *gwaiter) {
-	w.prev = g.tail
-	if g.tail != nil {
-		g.tail.next = w
-	} else {
-		g.head = w
-	}
-	g.tail = w
-	g.queued++
-}
-
-func (g *gate) remove(w *gwaiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		g.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		g.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
-	g.queued--
-}
-
-// dispatch lets waiters through from the head while the gate allows and arms
-// the timer for the next look. It reports whether a pause ended. g.mu must
-// be held.
+// dispatch lets waiters through from the head while the gate allows and
+// arms the timer for the next look. It reports whether a pause ended. g.mu
+// must be held.
 func (g *gate) dispatch(now time.Time) (resumed bool) {
-	for g.head != nil && !g.closed {
-		ok, wake, r := g.check(now)
-		resumed = resumed || r
+	resumed = g.advance(now)
+	for !g.closed {
+		h := g.q.Head()
+		if h == nil {
+			return resumed
+		}
+		w := h.Value.(*gwaiter)
+		ch := g.charges(w.cost)
+		if err := g.tooBig(&ch); err != nil {
+			// Learned since it queued: the quota's limit is below its cost.
+			g.q.Fail(h, err)
+			continue
+		}
+		ok, wake := g.ready(now, &ch)
 		if !ok {
 			if !wake.IsZero() {
 				g.arm(wake.Sub(now))
 			}
 			return resumed
 		}
-		w := g.head
-		g.remove(w)
-		w.tk = g.sent(now)
-		close(w.ready)
+		w.tk = g.sent(now, w.cost, &ch)
+		g.q.Grant(h)
 	}
 	return resumed
 }
@@ -343,146 +402,254 @@ func (g *gate) abort(tk ticket) {
 }
 
 func (g *gate) abortLocked(tk ticket) {
-	g.inflight--
+	g.settle(tk)
 	if tk.probe {
-		g.probing, g.probe = false, true
+		g.probe = true
 	}
 }
 
-// done learns from a response (or a transport error) to a request the gate
-// let through.
-func (g *gate) done(tk ticket, resp *http.Response, now time.Time) {
-	var info headers.Info
-	var far beyond
-	status := 0
-	if resp != nil {
-		status = resp.StatusCode
-		info = headers.Parse(resp.Header, now)
-		if saysStop(status, info) {
-			far = farHints(resp.Header, now)
-		}
-	}
-	g.mu.Lock()
+// settle takes a request that was let through off the books: its claims
+// on the quotas and its place on the wire. g.mu must be held.
+func (g *gate) settle(tk ticket) {
 	g.inflight--
+	g.wire.Store(int64(g.inflight))
+	for i := range g.quotas[:g.nq] {
+		g.quotas[i].unclaim(tk.charge[i])
+	}
 	if tk.probe {
 		g.probing = false
 	}
+}
+
+// answer is what a response says, read before the gate's lock is taken.
+type answer struct {
+	status int
+	info   headers.Info
+	cls    headers.Classification
+	far    beyond
+	refill bool // its quotas refill continuously (refills)
+}
+
+// read reads what resp says; body is what headers.PeekBody peeked of it
+// (nil when nothing was).
+func read(resp *http.Response, body []byte, now time.Time) (a answer) {
+	a.status = resp.StatusCode
+	a.info = headers.Parse(resp.Header, now)
+	if a.status >= 400 {
+		a.cls = headers.Classify(a.status, resp.Header, body)
+	}
+	if saysStop(a.status, a.info) {
+		a.far = farHints(resp.Header, now)
+	}
+	if len(a.info.Quotas) > 0 {
+		a.refill = refills(resp.Header, a.info.Quotas)
+	}
+	return a
+}
+
+// done learns from the answer to a request the gate let through (a is
+// nil after a transport error).
+func (g *gate) done(tk ticket, a *answer, now time.Time) {
+	g.mu.Lock()
+	g.settle(tk)
 	var paused time.Time
-	if resp != nil {
-		paused = g.learn(tk, status, info, far, now)
+	if a != nil {
+		paused = g.learn(tk, a, now)
 	}
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
 	if !paused.IsZero() && g.emit != nil {
-		g.emit(Event{Kind: EventPaused, Key: g.key, Until: paused, Status: status})
+		g.emit(Event{Kind: EventPaused, Key: g.key, Until: paused, Status: a.status})
 	}
 	g.report(resumed)
 }
 
-// learn applies what a response (status, parsed as info, with far its
-// hints beyond headers.Parse's horizon) says. It returns the end of a pause
-// it started, or zero. g.mu must be held.
+// limited reports whether a says "stop": a 429 or a rate-limit signal
+// (GitHub's 403s), or a 503 that says when to come back.
+func (a *answer) limited() bool {
+	return a.status == http.StatusTooManyRequests || a.cls.Signal == headers.RateLimited ||
+		(a.status == http.StatusServiceUnavailable && (a.info.HasRetryAfter || a.far.retry))
+}
+
+// learn applies what an answer says. It returns the end of a pause it
+// started, or zero. g.mu must be held.
 //
-// A hint beyond the horizon still says "stop": a refusal that carries one,
-// or a quota at zero whose reset is one, pauses the partition for maxPause.
-func (g *gate) learn(tk ticket, status int, info headers.Info, far beyond, now time.Time) time.Time {
-	limited := status == http.StatusTooManyRequests ||
-		(status == http.StatusServiceUnavailable && (info.HasRetryAfter || far.retry))
-	if limited {
-		d := g.delay(info, now)
-		if far.any() {
+// A final refusal (a quota exhausted for good, a request too large) teaches
+// nothing and pauses nothing. A refusal that says when (Retry-After, a
+// quota at zero, GitHub's documented minute) pauses until then; one that
+// says nothing (a bare 429 or 503, an overloaded 529) slows the pace
+// (aimd) and pauses for one step of it. A hint beyond the horizon still
+// says "stop": a refusal that carries one, or a quota at zero whose reset
+// is one, pauses the partition for maxPause.
+func (g *gate) learn(tk ticket, a *answer, now time.Time) time.Time {
+	if a.cls.Signal.Final() {
+		return time.Time{}
+	}
+	fresh := tk.pause == g.pauses // sent since the last pause began
+	limited := a.limited()
+	if limited || a.cls.Signal == headers.Overloaded {
+		d := max(g.delay(a.info, now), a.cls.MinWait)
+		if a.far.any() {
 			d = g.maxPause
 		}
-		if tk.pause < g.pauses {
-			// Sent before the pause this answer's siblings began: it
-			// tells us nothing new, and must not compound the backoff.
-			if d > 0 {
-				g.pauseUntil(now.Add(min(d, g.maxPause)))
+		g.learnQuotas(tk, a, now)
+		if step := g.slidingStep(a, now); step > 0 {
+			// A sliding window found to misreport: its Retry-After is the
+			// window's length whatever its count, and its count falls
+			// steadily; one pace step frees a request.
+			d = min(d, step)
+		}
+		if d > 0 {
+			until := now.Add(min(d, g.maxPause))
+			if fresh && !a.far.any() && g.okSince > 0 && !g.resumedAt.IsZero() && !g.hasQuotas() {
+				// No quota to follow: learn a pace from how many requests
+				// the server took between the last pause and this one.
+				g.pace.measured(min(until.Sub(g.resumedAt)/time.Duration(g.okSince), g.maxPause))
 			}
+			g.pauseUntil(until)
+			return g.pausedUntil
+		}
+		if !fresh {
+			// Sent before the pause this answer's siblings began: it tells
+			// us nothing new, and must not compound the backoff.
 			return time.Time{}
 		}
-		if d <= 0 {
-			// A 429 that says nothing about when: back off exponentially.
-			g.backoff = min(max(2*g.backoff, minBackoff), g.maxPause)
-			d = g.backoff
+		g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1)
+		g.pace.step = min(g.pace.step, g.maxPause)
+		g.backoff = min(max(2*g.backoff, g.pace.step), g.maxPause)
+		g.pauseUntil(now.Add(g.backoff))
+		return g.pausedUntil
+	}
+	if a.status < 400 {
+		g.backoff = 0
+		g.okSince++
+		if fresh {
+			g.pace.succeeded()
 		}
-		until := now.Add(min(d, g.maxPause))
-		if !far.any() && !g.quota && g.okSince > 0 && !g.resumedAt.IsZero() {
-			// No quota headers: learn a pace from how many requests the
-			// server took between the last pause and this one.
-			if step := until.Sub(g.resumedAt) / time.Duration(g.okSince); step > g.learned {
-				g.learned = step
+	}
+	return g.learnQuotas(tk, a, now)
+}
+
+// learnQuotas applies the quotas an answer reports. It returns the end of
+// a pause a quota at zero started, or zero. g.mu must be held.
+func (g *gate) learnQuotas(tk ticket, a *answer, now time.Time) time.Time {
+	if tk.probe && !g.wsReset.IsZero() && a.status < 400 {
+		if q, ok := tightest(a.info); ok && q.Reset.After(g.wsReset) {
+			// The first request through after a whole-second reset, and it
+			// opened a new window: the server's reset had come by the time
+			// it was sent. Next time, send one round trip later than that:
+			// latency varies, and a window that starts when a request
+			// arrives ends later by as much as that request's way there
+			// took.
+			g.phase = min(max(tk.at.Sub(g.wsReset)+now.Sub(tk.at), 0), time.Second-time.Millisecond)
+		}
+		g.wsReset, g.steps = time.Time{}, 0
+	}
+	var until time.Time
+	learned := false
+	for _, s := range a.info.Quotas {
+		if s.Remaining < 0 && s.Unit != "concurrent-requests" {
+			continue
+		}
+		q := g.slot(s.Name)
+		if q == nil {
+			continue
+		}
+		reset, guessed := s.Reset, false
+		if a.refill && !reset.IsZero() {
+			reset = minTime(reset, now.Add(g.maxPause))
+		}
+		if !a.refill {
+			reset = g.resetFor(s, now)
+			if s.Remaining == 0 {
+				if reset.IsZero() {
+					if !a.far.reset {
+						continue
+					}
+					reset = now.Add(g.maxPause)
+				}
+			} else if !reset.IsZero() && !reset.After(now) {
+				// Some remain, but the reset is stale or rounded down to
+				// nothing: trust the count for a moment, then probe again.
+				reset, guessed = now.Add(notYet), true
+			}
+			if !reset.IsZero() {
+				reset = minTime(reset, now.Add(g.maxPause))
 			}
 		}
+		if reset.IsZero() && !a.refill && s.Unit != "concurrent-requests" {
+			// Without a reset the count cannot be paced or trusted for long.
+			q.known = false
+			continue
+		}
+		// Within a window the server's count only grows, so an answer to a
+		// request sent before the answer we last learned from may be
+		// stale: apply keeps the least remaining. An answer to a request
+		// sent after it is fresher (a window may have ended, a bucket
+		// refilled): believe it. Every request still on the wire may be
+		// missing from the count, so avail subtracts their claims; one that
+		// was counted comes back and gives its claim back.
+		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, g.ver+1, now)
+		learned = true
+		if s.Remaining == 0 && !q.refill {
+			// A window at zero: nothing before its reset. (A refilling
+			// quota at zero only waits for what refills: readyAt.)
+			until = maxTime(until, reset)
+		}
+	}
+	if learned {
+		g.ver++
+		if a.status < 400 {
+			g.pace = aimd{}
+		}
+	}
+	if !until.IsZero() {
 		g.pauseUntil(until)
 		return g.pausedUntil
 	}
-	q, ok := tightest(info)
-	if status < 400 {
-		g.backoff = 0
-		g.okSince++
-		if tk.probe && !g.wsReset.IsZero() {
-			if ok && q.Reset.After(g.wsReset) {
-				// The first request through after a whole-second reset,
-				// and it opened a new window: the server's reset had come
-				// by the time it was sent. Next time, send one round trip
-				// later than that: latency varies, and a window that
-				// starts when a request arrives ends later by as much as
-				// that request's way there took.
-				g.phase = min(max(tk.at.Sub(g.wsReset)+now.Sub(tk.at), 0), time.Second-time.Millisecond)
-			}
-			g.wsReset, g.steps = time.Time{}, 0
-		}
-	}
-	if !ok {
-		return time.Time{}
-	}
-	reset := g.resetFor(q, now)
-	if q.Remaining == 0 {
-		if reset.IsZero() {
-			if !far.reset {
-				return time.Time{}
-			}
-			reset = now.Add(g.maxPause)
-		}
-		g.pauseUntil(minTime(reset, now.Add(g.maxPause)))
-		return g.pausedUntil
-	}
-	if reset.IsZero() {
-		g.quota = false
-		return time.Time{}
-	}
-	guessed := false
-	if !reset.After(now) {
-		// Some remain, but the reset is stale or rounded down to nothing:
-		// trust the count for a moment, then probe again.
-		reset, guessed = now.Add(notYet), true
-	}
-	// Within a window the server's count only grows, so an answer to a
-	// request sent before the answer we last learned from may be stale: keep
-	// the least remaining. An answer to a request sent after it is fresher
-	// (a window may have ended, a bucket refilled): believe it. Every
-	// request still on the wire may be missing from the count, so avail
-	// subtracts them; one that was counted comes back and gives its slot
-	// back.
-	reset = minTime(reset, now.Add(g.maxPause))
-	fresh := !g.quota || tk.ver >= g.rminVer || !reset.Before(g.reset.Add(time.Second))
-	if fresh || q.Remaining < g.rmin {
-		g.rmin = q.Remaining
-	}
-	if fresh || reset.After(g.reset) {
-		g.reset, g.guessed = reset, guessed
-	}
-	g.ver++
-	g.rminVer = g.ver
-	g.learned = 0
-	g.quota = true
-	g.limit = q.Limit
 	return time.Time{}
 }
 
-// avail is how many more requests the quota allows now. g.mu must be held.
-func (g *gate) avail() int64 { return g.rmin - int64(g.inflight) }
+// slidingStep is one pace step of a sliding window (quota.sliding) that a
+// refusal reports, once the quota is learned from it; 0 if none. g.mu must
+// be held.
+func (g *gate) slidingStep(a *answer, now time.Time) time.Duration {
+	for _, s := range a.info.Quotas {
+		for i := range g.quotas[:g.nq] {
+			if q := &g.quotas[i]; q.name == s.Name && q.sliding() {
+				return q.pace(now, 1, g.onWire())
+			}
+		}
+	}
+	return 0
+}
+
+// hasQuotas reports whether the gate follows any quota. g.mu must be held.
+func (g *gate) hasQuotas() bool {
+	for i := range g.quotas[:g.nq] {
+		if g.quotas[i].known {
+			return true
+		}
+	}
+	return false
+}
+
+// slot returns the quota named name, taking a free slot for a new one, or
+// nil when every slot is taken. g.mu must be held.
+func (g *gate) slot(name string) *quota {
+	for i := range g.quotas[:g.nq] {
+		if g.quotas[i].name == name {
+			return &g.quotas[i]
+		}
+	}
+	if g.nq == maxQuotas {
+		return nil
+	}
+	g.nq++
+	q := &g.quotas[g.nq-1]
+	*q = quota{name: name, limit: -1}
+	return q
+}
 
 // delay is Info.Delay with the sloppy-server rules of resetFor.
 func (g *gate) delay(info headers.Info, now time.Time) time.Duration {
@@ -500,7 +667,7 @@ func (g *gate) delay(info headers.Info, now time.Time) time.Duration {
 	return d
 }
 
-// tightest is the quota with the fewest requests remaining.
+// tightest is the quota with the fewest units remaining.
 func tightest(info headers.Info) (headers.Quota, bool) {
 	var best headers.Quota
 	found := false
@@ -570,11 +737,33 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// neutral reports whether the gate holds nothing worth remembering.
-// g.mu must be held.
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// neutral reports whether the gate holds nothing worth remembering,
+// nor do its buckets' gates. g.mu must be held.
 func (g *gate) neutral(now time.Time) bool {
-	return g.head == nil && g.inflight == 0 && (!g.quota || !now.Before(g.reset)) && !g.probing &&
-		!g.pausedUntil.After(now) && g.learned == 0 && g.phase == 0
+	for _, b := range g.buckets {
+		b.mu.Lock() // a partition's gate, then its buckets': as close does
+		n := b.neutral(now)
+		b.mu.Unlock()
+		if !n {
+			return false
+		}
+	}
+	if g.q.Len() > 0 || g.inflight > 0 || g.probing || g.pausedUntil.After(now) || g.pace.step > 0 || g.phase > 0 {
+		return false
+	}
+	for i := range g.quotas[:g.nq] {
+		if q := &g.quotas[i]; q.known && (q.refill || q.concurrent() || now.Before(q.reset)) {
+			return false
+		}
+	}
+	return true
 }
 
 func (g *gate) close() {
@@ -584,12 +773,11 @@ func (g *gate) close() {
 		return
 	}
 	g.closed = true
-	for w := g.head; w != nil; {
-		next := w.next
-		g.remove(w)
-		w.err = limiters.ErrClosed
-		close(w.ready)
-		w = next
+	for _, b := range g.buckets {
+		b.close()
+	}
+	for h := g.q.Head(); h != nil; h = g.q.Head() {
+		g.q.Fail(h, limiters.ErrClosed)
 	}
 	if g.timer != nil {
 		g.timer.Stop()

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/throttlekit/throttle/headers"
 )
 
 // hookCtx runs hook the first time Done is called: in gate.wait, that is
@@ -38,34 +40,40 @@ func TestGateWaitCancelledAsLetThrough(t *testing.T) {
 			g := &gate{key: "api.test", maxPause: time.Minute}
 			// A 429 with Retry-After: 1 pauses the partition; after it, the
 			// first request through probes alone.
-			tk, w, err := g.enter(time.Time{})
+			tk, w, err := g.enter(context.Background(), time.Time{}, nil)
 			require.NoError(t, err)
 			require.Nil(t, w)
-			g.done(tk, &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}, time.Now())
+			g.done(tk, answerOf(&http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}), time.Now())
 			time.Sleep(time.Second)
-			probe, w, err := g.enter(time.Time{})
+			probe, w, err := g.enter(context.Background(), time.Time{}, nil)
 			require.NoError(t, err)
 			require.Nil(t, w, "the probe goes at once")
-			_, w, err = g.enter(time.Time{})
+			_, w, err = g.enter(context.Background(), time.Time{}, nil)
 			require.NoError(t, err)
 			require.NotNil(t, w, "the next waits for the probe's answer")
 
 			ctx, cancel := context.WithCancel(context.Background())
 			hc := &hookCtx{Context: ctx, hook: func() {
 				cancel()
-				g.done(probe, &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}, time.Now())
+				g.done(probe, answerOf(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}}), time.Now())
 			}}
 			_, err = g.wait(hc, w)
 			assert.ErrorIs(t, err, context.Canceled)
 
 			g.mu.Lock()
-			inflight, head := g.inflight, g.head
+			inflight, head := g.inflight, g.q.Head()
 			g.mu.Unlock()
 			assert.Zero(t, inflight, "the admission was given back")
 			assert.Nil(t, head)
-			_, w, err = g.enter(time.Time{})
+			_, w, err = g.enter(context.Background(), time.Time{}, nil)
 			require.NoError(t, err)
 			assert.Nil(t, w, "the next request goes at once")
 		})
 	}
+}
+
+// answerOf reads resp as RoundTrip does.
+func answerOf(resp *http.Response) *answer {
+	a := read(resp, headers.PeekBody(resp), time.Now())
+	return &a
 }

@@ -29,6 +29,8 @@ import (
 //   - A hint the parser refuses because it lies more than 366 days ahead
 //     (Retry-After: 99999999999, a date in year 9999) means "stop for
 //     longer than you allow": waitMax.
+//   - A GitHub secondary rate limit without Retry-After waits at least
+//     headers.SecondaryLimitWait, as GitHub documents (see Classify).
 //   - When the response says nothing (or there is none), the wait is
 //     exponential, waitMin·2^attemptNum, capped at waitMax.
 //
@@ -43,7 +45,8 @@ func Backoff(waitMin, waitMax time.Duration, attemptNum int, resp *http.Response
 			return waitMax
 		}
 		var g gate
-		if d := g.delay(headers.Parse(resp.Header, now), now); d > 0 {
+		d := max(g.delay(headers.Parse(resp.Header, now), now), Classify(resp).MinWait)
+		if d > 0 {
 			return min(max(d, waitMin), waitMax)
 		}
 	}
@@ -53,16 +56,51 @@ func Backoff(waitMin, waitMax time.Duration, attemptNum int, resp *http.Response
 	return waitMin << attemptNum
 }
 
-// CheckRetry is retryablehttp.DefaultRetryPolicy, except that it does not
-// retry a request this package refused (*limiters.RejectedError,
-// limiters.ErrClosed, limiters.ErrQueueFull, limiters.ErrExceedsLimit):
-// retrying those would only queue again behind the same limit.
+// CheckRetry is retryablehttp.DefaultRetryPolicy, except that:
+//
+//   - it does not retry a request this package refused
+//     (*limiters.RejectedError, limiters.ErrClosed, limiters.ErrQueueFull,
+//     limiters.ErrExceedsLimit): retrying those would only queue again
+//     behind the same limit;
+//   - it obeys x-should-retry, which OpenAI's and Anthropic's servers send
+//     and their SDKs obey: "false" is never retried, "true" is retried even
+//     for a status it would not retry;
+//   - it does not retry a final refusal (Classify: a quota exhausted for
+//     good, such as OpenAI's insufficient_quota, or a request too large):
+//     no wait can cure those;
+//   - it retries a rate limit whatever its status, such as GitHub's 403
+//     secondary and primary limits.
+//
+// A cancelled context is never retried.
 func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if err != nil && (errors.Is(err, limiters.ErrRateLimited) || errors.Is(err, limiters.ErrClosed) ||
 		errors.Is(err, limiters.ErrQueueFull) || errors.Is(err, limiters.ErrExceedsLimit)) {
 		return false, err
 	}
+	if ctx.Err() != nil || resp == nil {
+		return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+	}
+	c := Classify(resp)
+	switch {
+	case c.ShouldRetry == headers.RetryNo || c.Signal.Final():
+		return false, nil
+	case c.ShouldRetry == headers.RetryYes || c.Signal == headers.RateLimited:
+		return true, nil
+	}
 	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+}
+
+// Classify says what a response means for the requests that follow it:
+// rate limited (wait, then retry), overloaded (back off), a quota
+// exhausted for good or a request too large (retrying cannot help), with
+// the server's x-should-retry and the provider's code. See
+// headers.Classify for every dialect it knows. It reads at most
+// headers.PeekLimit bytes of the body, and only of a refusal whose content
+// may carry such a signal (a 403, 413, 429, 503 or 529 in JSON or plain
+// text); resp.Body still reads in full, from its first byte. The
+// Transport reads the same signals to pause (or not) the partition.
+func Classify(resp *http.Response) headers.Classification {
+	return headers.Classify(resp.StatusCode, resp.Header, headers.PeekBody(resp))
 }
 
 // NewRetryableClient returns a go-retryablehttp client whose requests,

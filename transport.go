@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository"
@@ -44,6 +45,8 @@ type Transport struct {
 	maxPause time.Duration
 	lease    time.Duration
 	observer func(Event)
+	route    func(*http.Request) string // WithBucketRoute, or nil
+	charge   string                     // WithLimiterCost's quota, or
 	logger   *slog.Logger
 	holds    bool // the repository's permits stay taken until the body is done
 
@@ -67,6 +70,15 @@ func WithLimiter(l limiters.Limiter) Option { return func(t *Transport) { t.repo
 // limiters.PermitHolder says whether its permits stay taken until the
 // response body is done; one that does not is assumed to hold them.
 func WithRepository(r repository.Repository) Option { return func(t *Transport) { t.repo = r } }
+
+// WithLimiterCost makes every request take from the WithLimiter limiter
+// or the WithRepository repository as many permits as it declares, with
+// WithCost, it will spend of the quota named quota (1 when it declares
+// none): a local "tokens" bucket of 90,000 a minute keeps a client inside
+// a quota it knows before the server ever answers. A request declaring
+// more than the limiter's limit fails at once with
+// limiters.ErrExceedsLimit.
+func WithLimiterCost(quota string) Option { return func(t *Transport) { t.charge = quota } }
 
 // WithKey sets how a request's partition is chosen; the default is
 // keyextract.Host(): the request URL's host including its port. Requests for
@@ -229,13 +241,23 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	b := newBound(req.Context(), start, t.maxWait)
 	defer b.stop()
 
-	var g *gate
+	c := costsOf(req.Context())
+	if err := c.check(); err != nil {
+		return nil, t.refuse(req, key, err)
+	}
+	var g, own *gate
+	var r route
 	var tk ticket
 	if t.feedback {
-		g = t.gate(key)
+		own = t.gate(key)
+		r = t.routeOf(req)
+		g = own
+		if b := own.routed(r); b != nil {
+			g = b
+		}
 		var w *gwaiter
 		var err error
-		tk, w, err = g.enter(b.deadline)
+		tk, w, err = g.enter(req.Context(), b.deadline, c)
 		if err == nil && w != nil {
 			tk, err = g.wait(b.waitCtx(), w)
 		}
@@ -243,7 +265,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, t.refuse(req, key, b.explain(err, key, "the server paused or paced the partition"))
 		}
 	}
-	if err := t.acquire(key, &b); err != nil {
+	n := t.permits(c)
+	if err := t.acquire(key, &b, n); err != nil {
 		if g != nil {
 			g.abort(tk)
 		}
@@ -255,20 +278,51 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.base.RoundTrip(req)
 	if g != nil {
-		g.done(tk, resp, time.Now())
+		t.learn(own, g, r, tk, resp)
 	}
 	if err != nil {
-		t.release(key)
+		t.release(key, n)
 		return nil, err
 	}
 	if t.holds {
 		if resp.Body == nil || resp.Body == http.NoBody {
-			t.release(key)
+			t.release(key, n)
 		} else {
-			resp.Body = newReleaseBody(resp.Body, t, key)
+			resp.Body = newReleaseBody(resp.Body, t, key, n)
 		}
 	}
 	return resp, nil
+}
+
+// routeOf is req's route: WithBucketRoute's, or method and path.
+func (t *Transport) routeOf(req *http.Request) route {
+	if t.route != nil {
+		return route{first: t.route(req)}
+	}
+	return routeOf(req)
+}
+
+// learn settles the request let through by g (a bucket's gate, or the
+// partition's own gate own) and learns from its answer: in the gate of
+// the bucket the answer names, if it names one (learning the route's
+// bucket), else in g.
+func (t *Transport) learn(own, g *gate, r route, tk ticket, resp *http.Response) {
+	now := time.Now()
+	if resp == nil {
+		g.done(tk, nil, now)
+		return
+	}
+	a := read(resp, headers.PeekBody(resp), now)
+	lg := g
+	if name := bucketName(resp.Header, &a.info); name != "" && name != g.name {
+		lg = own.bucket(name, r)
+	}
+	if lg == g {
+		g.done(tk, &a, now)
+		return
+	}
+	g.done(tk, nil, now)
+	lg.observe(&a, now)
 }
 
 // refuse closes the request body, tells the observer, and returns err.
@@ -280,9 +334,24 @@ func (t *Transport) refuse(req *http.Request, key string, err error) error {
 	return err
 }
 
-// acquire takes one permit from the partition's limiter within b. A permit
-// that is free now is taken without allocating.
-func (t *Transport) acquire(key string, b *bound) error {
+// permits is how many permits a request declaring c takes from the
+// partition's limiter: its declared cost of WithLimiterCost's quota, or 1.
+func (t *Transport) permits(c *cost) int {
+	if t.charge != "" {
+		if u, ok := c.of(t.charge); ok {
+			return int(min(u, int64(maxPermits)))
+		}
+	}
+	return 1
+}
+
+// maxPermits caps a declared cost taken from a limiter: far above any
+// limit, so it still fails with limiters.ErrExceedsLimit.
+const maxPermits = 1 << 30
+
+// acquire takes n permits from the partition's limiter within b. Permits
+// that are free now are taken without allocating.
+func (t *Transport) acquire(key string, b *bound, n int) error {
 	if t.repo == nil {
 		return nil
 	}
@@ -290,19 +359,19 @@ func (t *Transport) acquire(key string, b *bound) error {
 		// WithMaxWait is the bound: try without waiting first, so that a
 		// request that need not wait costs no bounded context.
 		if d, err := t.repo.TryAcquire(b.ctx, key, 0); err == nil && d.Allowed {
-			if d, err = t.repo.TryAcquire(b.ctx, key, 1); err == nil && d.Allowed {
+			if d, err = t.repo.TryAcquire(b.ctx, key, n); err == nil && d.Allowed {
 				return nil
 			}
 		}
 	}
-	return t.repo.Acquire(b.waitCtx(), key, 1)
+	return t.repo.Acquire(b.waitCtx(), key, n)
 }
 
-// release gives the request's permit back (only limiters that hold
+// release gives the request's n permits back (only limiters that hold
 // permits care).
-func (t *Transport) release(key string) {
+func (t *Transport) release(key string, n int) {
 	if t.holds {
-		t.repo.Release(context.Background(), key, 1)
+		t.repo.Release(context.Background(), key, n)
 	}
 }
 
@@ -446,6 +515,7 @@ type releaseBody struct {
 	rc    io.ReadCloser
 	t     *Transport
 	key   string
+	n     int
 	done  atomic.Bool
 	lease *time.Timer // nil: no lease
 }
@@ -455,8 +525,8 @@ type releaseRWBody struct{ *releaseBody }
 
 func (b releaseRWBody) Write(p []byte) (int, error) { return b.rc.(io.Writer).Write(p) }
 
-func newReleaseBody(rc io.ReadCloser, t *Transport, key string) io.ReadCloser {
-	b := &releaseBody{rc: rc, t: t, key: key}
+func newReleaseBody(rc io.ReadCloser, t *Transport, key string, n int) io.ReadCloser {
+	b := &releaseBody{rc: rc, t: t, key: key, n: n}
 	if t.lease > 0 {
 		b.lease = time.AfterFunc(t.lease, b.expire)
 	}
@@ -471,14 +541,14 @@ func (b *releaseBody) finish() {
 		if b.lease != nil {
 			b.lease.Stop()
 		}
-		b.t.release(b.key)
+		b.t.release(b.key, b.n)
 	}
 }
 
 // expire runs when the lease runs out before the body was done.
 func (b *releaseBody) expire() {
 	if !b.done.Swap(true) {
-		b.t.release(b.key)
+		b.t.release(b.key, b.n)
 		b.t.emit(Event{Kind: EventLeaseExpired, Key: b.key})
 	}
 }

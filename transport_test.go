@@ -589,6 +589,7 @@ func TestLowQuotaIsSpreadUntilReset(t *testing.T) {
 func TestPartitionsAreForgotten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-RateLimit-Resource", "core") // a bucket's gate below each partition's
 			w.Header().Set("X-RateLimit-Limit", "100")
 			w.Header().Set("X-RateLimit-Remaining", "99")
 			w.Header().Set("X-RateLimit-Reset", "60") // a minute from now

@@ -9,6 +9,11 @@
 // sent, the 429s it received, its successful requests per second and the
 // p50/p99 time a job waited for its success. Every number is measured in
 // that run.
+//
+// A second round does the same against an LLM-style API that limits
+// requests and tokens (OpenAI's dialect, continuously refilling buckets),
+// with completions of random sizes; throttle.Transport's requests declare
+// their tokens with throttle.WithCost.
 package main
 
 import (
@@ -40,10 +45,19 @@ func main() {
 	rate := flag.Int("rate", 20, "the API's limit, requests per second per client")
 	jobs := flag.Int("jobs", 200, "successful requests each client must complete")
 	workers := flag.Int("workers", 10, "goroutines per client")
+	llmJobs := flag.Int("llm-jobs", 60, "successful completions each client must get in the LLM-API round (0: skip it)")
 	flag.Parse()
-	if _, err := run(os.Stdout, isTerminal(os.Stdout), *rate, *jobs, *workers); err != nil {
+	tty := isTerminal(os.Stdout)
+	if _, err := run(os.Stdout, tty, *rate, *jobs, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "throttle-demo:", err)
 		os.Exit(1)
+	}
+	if *llmJobs > 0 {
+		fmt.Println()
+		if _, err := runLLM(os.Stdout, tty, *llmJobs, *workers); err != nil {
+			fmt.Fprintln(os.Stderr, "throttle-demo:", err)
+			os.Exit(1)
+		}
 	}
 }
 
@@ -90,34 +104,18 @@ func run(out io.Writer, tty bool, rate, jobs, workers int) ([]*client, error) {
 	plain := &client{name: "plain http.Client"}
 	plainHTTP := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
 	plain.do = func(ctx context.Context, url string) (int, error) {
-		for {
-			status, err := send(ctx, plainHTTP, url, "plain", plain)
-			if err != nil || status != http.StatusTooManyRequests {
-				return status, err
-			}
-			time.Sleep(50 * time.Millisecond) // what hand-written retry loops do
-		}
+		return retry429(50*time.Millisecond, func() (int, error) { return send(ctx, plainHTTP, url, "plain", plain) })
 	}
 
 	retrying := &client{name: "go-retryablehttp"}
-	rc := retryablehttp.NewClient()
-	rc.Logger = nil
-	rc.RetryMax = 50
-	rc.HTTPClient.Transport = &http.Transport{MaxIdleConnsPerHost: workers}
-	rc.HTTPClient.Transport = countingRT{rc.HTTPClient.Transport, retrying}
+	rc := newRetryable(retrying, workers)
 	retrying.do = func(ctx context.Context, url string) (int, error) {
-		req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return 0, err
 		}
 		req.Header.Set("X-Client", "retryablehttp")
-		resp, err := rc.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, nil
+		return doRetryable(rc, req)
 	}
 
 	throttled := &client{name: "throttle.Transport"}
@@ -125,18 +123,60 @@ func run(out io.Writer, tty bool, rate, jobs, workers int) ([]*client, error) {
 	defer tr.Close()
 	throttledHTTP := &http.Client{Transport: tr}
 	throttled.do = func(ctx context.Context, url string) (int, error) {
-		for {
-			status, err := send(ctx, throttledHTTP, url, "throttle", nil)
-			if err != nil || status != http.StatusTooManyRequests {
-				return status, err
-			}
-		}
+		return retry429(0, func() (int, error) { return send(ctx, throttledHTTP, url, "throttle", nil) })
 	}
 
 	clients := []*client{plain, retrying, throttled}
 	fmt.Fprintf(out, "API on %s: %d requests/s per client (token bucket, burst %d), GitHub-style and IETF headers.\n", ln.Addr(), rate, rate)
 	fmt.Fprintf(out, "Each client completes %d successful requests with %d goroutines, all three at once.\n\n", jobs, workers)
+	compete(out, tty, clients, url, jobs, workers)
+	fmt.Fprintf(out, "\nThe API allows %d/s per client: at best %d jobs take about %.1fs (the first %d at once).\n",
+		rate, jobs, float64(jobs-rate)/float64(rate), rate)
+	return clients, nil
+}
 
+// retry429 calls do until its answer is not a 429, sleeping pause between
+// tries (what hand-written retry loops do; the Transport needs no pause:
+// it does the waiting).
+func retry429(pause time.Duration, do func() (int, error)) (int, error) {
+	for {
+		status, err := do()
+		if err != nil || status != http.StatusTooManyRequests {
+			return status, err
+		}
+		time.Sleep(pause)
+	}
+}
+
+// newRetryable returns go-retryablehttp with its defaults, counted as c.
+func newRetryable(c *client, workers int) *retryablehttp.Client {
+	rc := retryablehttp.NewClient()
+	rc.Logger = nil
+	rc.RetryMax = 50
+	rc.HTTPClient.Transport = countingRT{&http.Transport{MaxIdleConnsPerHost: workers}, c}
+	return rc
+}
+
+// doRetryable sends req through rc and returns the final status, the body
+// read and closed.
+func doRetryable(rc *retryablehttp.Client, req *http.Request) (int, error) {
+	rreq, err := retryablehttp.FromRequest(req)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := rc.Do(rreq)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// compete runs the clients at once, each completing jobs successful
+// requests with workers goroutines, shows their progress, and prints the
+// table of what each measured.
+func compete(out io.Writer, tty bool, clients []*client, url string, jobs, workers int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -161,14 +201,11 @@ func run(out io.Writer, tty bool, rate, jobs, workers int) ([]*client, error) {
 			float64(c.done.Load())/c.elapsed.Seconds(), p50.Round(time.Millisecond), p99.Round(time.Millisecond))
 	}
 	w.Flush()
-	fmt.Fprintf(out, "\nThe API allows %d/s per client: at best %d jobs take about %.1fs (the first %d at once).\n",
-		rate, jobs, float64(jobs-rate)/float64(rate), rate)
 	for _, c := range clients {
 		if n := c.failed.Load(); n > 0 {
 			fmt.Fprintf(out, "%s: %d jobs gave up\n", c.name, n)
 		}
 	}
-	return clients, nil
 }
 
 // showProgress writes the clients' progress to out until stop is closed,

@@ -34,6 +34,24 @@ func TestDemo(t *testing.T) {
 	assert.Contains(t, out.String(), "p99 wait")
 }
 
+// TestLLMDemo runs a short LLM-API round over loopback: every client gets
+// its completions; throttle.Transport's 429s are at most the requests it
+// sent before the first answer taught it the quotas (one per worker), far
+// fewer than the plain client's (real time: generous bounds).
+func TestLLMDemo(t *testing.T) {
+	var out strings.Builder
+	clients, err := runLLM(&out, false, 30, 5)
+	require.NoError(t, err)
+	t.Log("\n" + out.String())
+	require.Len(t, clients, 3)
+	for _, c := range clients {
+		assert.EqualValues(t, 30, c.done.Load(), c.name)
+	}
+	plain, throttled := clients[0], clients[2]
+	assert.LessOrEqual(t, throttled.limited.Load(), int64(5))
+	assert.Greater(t, plain.limited.Load(), throttled.limited.Load())
+}
+
 // TestProgressOffATerminal: written to a pipe or a file, the progress is
 // a short line a second, never a line redrawn with \r; on a terminal it is
 // redrawn in place. Both end with the final counts and a blank line.

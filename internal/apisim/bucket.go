@@ -56,6 +56,3 @@ func (b *bucket) take(n int64) { b.level -= float64(n) }
 
 // spend removes up to n units without going below zero.
 func (b *bucket) spend(n int64) { b.level = math.Max(0, b.level-float64(n)) }
-
-// give returns n units, up to the capacity.
-func (b *bucket) give(n int64) { b.level = math.Min(float64(b.capacity), b.level+float64(n)) }

@@ -27,6 +27,10 @@ const DefaultMaxOvertakes = 64
 type Waiter struct {
 	N        int // permits asked for
 	Priority int // higher goes first; equal priorities are FIFO
+	// Value is the owner's: what it needs to know of the waiter when it
+	// serves the queue (the Transport's gate keeps the request's costs
+	// there). The queue never reads it.
+	Value any
 
 	ready      chan struct{} // closed when granted (err == nil) or failed
 	err        error

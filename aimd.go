@@ -1,0 +1,92 @@
+package throttle
+
+import "time"
+
+// aimd learns a pace for a server that refuses without saying when or how
+// much (a bare 429 or 503, an overloaded 529): multiplicative decrease on
+// a refusal, down to the rate the server was seen to accept, and additive
+// increase after each run of successes, as TCP does and as Google's SRE
+// book recommends for client-side throttling — so one unlucky refusal never
+// pins the pace for the life of the Transport. A refusal to a request sent
+// before the last decrease took effect says nothing new and changes
+// nothing (the gate checks that). Its zero value does not pace.
+type aimd struct {
+	step time.Duration // the interval between requests; 0: no pace
+	base time.Duration // step at the last decrease: the increase is a share of its rate
+	good int           // successes since the last change
+	bare bool          // learned from bare refusals: probe upwards
+	// calibrated: a refusal measured the server's rate; until then the
+	// rate grows by aimdProbeGain.
+	calibrated bool
+}
+
+const (
+	// aimdRun is the successes after which the rate grows by aimdGain of
+	// the rate at the last decrease.
+	aimdRun       = 20
+	aimdGain      = 0.02
+	aimdProbeGain = 0.2
+	// aimdCut multiplies the interval on a refusal, on top of the interval
+	// the server was seen to accept.
+	aimdCut = 1.05
+	// aimdFloor: a pace this fast is no pace.
+	aimdFloor = time.Millisecond
+	// aimdSamples successes over at least aimdSpan, since the last pause,
+	// measure the rate the server accepts.
+	aimdSamples = 4
+	aimdSpan    = time.Second
+)
+
+// refused applies a fresh refusal at now. ok successes came back since
+// resumed, the end of the last pause, and inflight requests were on the
+// wire. If the refusal ends a run of successes long enough to measure what
+// the server accepted (aimdSamples over aimdSpan), the interval becomes
+// the larger of the current one and the measured one, times aimdCut. A
+// refusal with no success since the last pause changes nothing (the gate's
+// backoff grows instead). On a first refusal, with nothing measured, the
+// interval is a guess — that the server takes per second what it took
+// before it refused (accepted, or on the wire then) — and the rate then
+// grows fast (aimdProbeGain) until a refusal measures it.
+func (a *aimd) refused(now, resumed time.Time, ok, inflight int) {
+	switch {
+	case ok >= aimdSamples && now.Sub(resumed) >= aimdSpan:
+		a.step = time.Duration(float64(max(a.step, now.Sub(resumed)/time.Duration(ok))) * aimdCut)
+		a.calibrated = true
+	case a.step > 0 && ok == 0:
+		return
+	case a.step > 0:
+		a.step = time.Duration(float64(a.step) * aimdCut)
+	default:
+		a.step = time.Second / time.Duration(max(ok, inflight, 1))
+	}
+	a.base, a.good, a.bare = a.step, 0, true
+}
+
+// measured sets the pace to what a server that said when to come back
+// accepted since the last pause: a fresh measurement, not a guess, so it
+// replaces the pace (either way) and is not probed upwards: the next
+// refusal measures again.
+func (a *aimd) measured(step time.Duration) {
+	a.step, a.base, a.good, a.bare, a.calibrated = step, step, 0, false, true
+}
+
+// succeeded applies a fresh success: after every aimdRun of them the rate
+// grows by aimdGain of the rate at the last decrease.
+func (a *aimd) succeeded() {
+	if !a.bare {
+		return
+	}
+	if a.good++; a.good < aimdRun {
+		return
+	}
+	a.good = 0
+	gain := aimdGain
+	if !a.calibrated {
+		gain = aimdProbeGain
+	}
+	rate := 1/float64(a.step) + gain/float64(a.base)
+	a.step = time.Duration(1 / rate)
+	if a.step < aimdFloor {
+		a.step, a.bare = 0, false
+	}
+}

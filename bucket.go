@@ -1,0 +1,116 @@
+package throttle
+
+import (
+	"maps"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/throttlekit/throttle/headers"
+)
+
+// A host often has several independent buckets, and says which one an
+// answer speaks of: GitHub's x-ratelimit-resource (core, search, graphql),
+// Discord's X-RateLimit-Bucket, the IETF draft's pk parameter. A partition
+// then keeps one gate per bucket, below its own: an answer that names a
+// bucket teaches that bucket's gate, and the request's route is remembered
+// as that bucket's, so that later requests of the route wait only on their
+// bucket's pauses and pace. Requests whose route's bucket is not known yet
+// pass the partition's own gate, as requests to hosts that name no bucket
+// do.
+
+// maxRoutes bounds the routes one partition remembers; later routes go
+// through the partition's own gate.
+const maxRoutes = 1024
+
+// route is what a request's bucket is remembered by: by default its method
+// and the first two segments of its path ("GET", "search", "issues";
+// "POST", "graphql", ""), or what a WithBucketRoute function returns.
+type route struct{ method, first, second string }
+
+// routeOf returns req's route under the default rule, without allocating.
+func routeOf(req *http.Request) route {
+	p := strings.TrimPrefix(req.URL.Path, "/")
+	first, rest, _ := strings.Cut(p, "/")
+	second, _, _ := strings.Cut(rest, "/")
+	return route{method: req.Method, first: first, second: second}
+}
+
+// WithBucketRoute replaces the rule by which the Transport remembers which
+// of a host's buckets a request belongs to. By default it is the request's
+// method and the first two segments of its URL path ("GET /search/issues",
+// "GET /repos/octocat", "POST /graphql"): once an answer to such a request
+// names its bucket, later requests of the same route wait only on that
+// bucket. f returns the route of a request; requests with equal routes
+// share a bucket. A partition remembers at most 1024 routes.
+func WithBucketRoute(f func(*http.Request) string) Option {
+	return func(t *Transport) { t.route = f }
+}
+
+// bucketName returns the bucket an answer names, or "": GitHub's
+// x-ratelimit-resource, Discord's X-RateLimit-Bucket, or the pk of the
+// first IETF quota that has one.
+func bucketName(h http.Header, info *headers.Info) string {
+	for _, name := range [...]string{"X-Ratelimit-Resource", "X-Ratelimit-Bucket"} {
+		if v := h[name]; len(v) > 0 && v[0] != "" {
+			return v[0]
+		}
+	}
+	for i := range info.Quotas {
+		if p := info.Quotas[i].Partition; p != "" {
+			return p
+		}
+	}
+	return ""
+}
+
+// routed returns the bucket gate req's route belongs to, or nil. It takes
+// no lock: the routes are replaced, never changed in place.
+func (g *gate) routed(r route) *gate {
+	m := g.routes.Load()
+	if m == nil {
+		return nil
+	}
+	return (*m)[r]
+}
+
+// bucket returns the gate of the bucket named name, creating it, and
+// remembers r as its route. g is a partition's own gate.
+func (g *gate) bucket(name string, r route) *gate {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b := g.buckets[name]
+	if b == nil {
+		if g.buckets == nil {
+			g.buckets = make(map[string]*gate)
+		}
+		name = strings.Clone(name)
+		b = &gate{key: g.key + "#" + name, name: name, maxPause: g.maxPause, emit: g.emit, closed: g.closed, parent: g}
+		g.buckets[name] = b
+	}
+	old := g.routes.Load()
+	if old == nil || (*old)[r] != b && len(*old) < maxRoutes {
+		m := make(map[route]*gate, 1)
+		if old != nil {
+			m = maps.Clone(*old)
+		}
+		m[route{strings.Clone(r.method), strings.Clone(r.first), strings.Clone(r.second)}] = b
+		g.routes.Store(&m)
+	}
+	return b
+}
+
+// observe learns from an answer to a request another gate let through
+// (the partition's own gate, before the request's bucket was known). Such
+// an answer may be older than what the gate learned since: within a
+// window, it can only lower the count.
+func (g *gate) observe(a *answer, now time.Time) {
+	g.mu.Lock()
+	paused := g.learn(ticket{ver: -1, pause: g.pauses}, a, now)
+	resumed := g.dispatch(now)
+	g.mu.Unlock()
+	if !paused.IsZero() && g.emit != nil {
+		g.emit(Event{Kind: EventPaused, Key: g.key, Until: paused, Status: a.status})
+	}
+	g.report(resumed)
+}

@@ -1,0 +1,300 @@
+package throttle
+
+import (
+	"strings"
+	"time"
+
+	"github.com/throttlekit/throttle/headers"
+)
+
+// maxQuotas is the most quotas one partition keeps track of; servers report
+// one to four. Quotas past it are ignored.
+const maxQuotas = 8
+
+// quota is what the server said of one of a partition's quotas, and what
+// the requests on the wire have claimed of it since. Its methods named like
+// queries change nothing; apply, claim and unclaim do.
+type quota struct {
+	name  string
+	unit  string // headers.Quota.Unit
+	limit int64  // -1: the server did not say
+	known bool   // rmin, at, reset and full hold the server's word
+
+	rmin    int64     // the least the server said remains, as of at
+	ver     int64     // the gate's answer count when rmin was set
+	at      time.Time // when rmin was said
+	reset   time.Time // the window's end, or when a refilling quota is full
+	guessed bool      // reset is our guess (the server's had passed): no pacing
+
+	// refill: the quota refills continuously (OpenAI's and Anthropic's
+	// buckets, a sliding window), so limit−rmin come back evenly from at to
+	// full, rather than all at reset.
+	refill bool
+	full   time.Time
+
+	claimed int64 // units claimed by requests on the wire
+	avg     int64 // the average declared cost of recent requests; 0: none yet
+
+	// Sliding-window detection: the window's length, and the units sent
+	// since the last reset passed.
+	window time.Duration
+	after  int64
+	said   time.Time // the reset the server last wrote, as it wrote it
+}
+
+// countsRequests reports whether every request spends one unit of q unless
+// it declares otherwise: q counts requests, or nothing says what it counts.
+func (q *quota) countsRequests() bool {
+	return q.unit == "" || q.unit == "requests" || q.unit == "concurrent-requests"
+}
+
+// concurrent reports whether q is a limit on requests in flight (the IETF
+// draft's concurrent-requests unit).
+func (q *quota) concurrent() bool { return q.unit == "concurrent-requests" }
+
+// charge is what a request declaring c spends of q: its declared cost;
+// else 1 if q counts requests; else, for a quota named "tokens", the sum of
+// the request's declared *-tokens costs (Anthropic's tokens quota is its
+// input and output tokens' tightest); else the average of recent
+// declarations (1 before any).
+func (q *quota) charge(c *cost) int64 {
+	if u, ok := c.of(q.name); ok {
+		return u
+	}
+	if q.countsRequests() {
+		return 1
+	}
+	if strings.EqualFold(q.name, "tokens") {
+		sum, found := int64(0), false
+		for d := c; d != nil; d = d.next {
+			if len(d.quota) > 7 && strings.EqualFold(d.quota[len(d.quota)-7:], "-tokens") {
+				sum, found = sum+d.units, true
+			}
+		}
+		if found {
+			return sum
+		}
+	}
+	return max(q.avg, 1)
+}
+
+// tooBig reports whether n units can never fit in q.
+func (q *quota) tooBig(n int64) bool { return q.known && q.limit > 0 && n > q.limit }
+
+// refilled is how many units have come back since at. Integer units, the
+// fraction dropped.
+func (q *quota) refilled(now time.Time) int64 {
+	if !q.refill || q.limit <= q.rmin || !now.After(q.at) {
+		return 0
+	}
+	if !now.Before(q.full) {
+		return q.limit - q.rmin
+	}
+	return int64(float64(q.limit-q.rmin) * float64(now.Sub(q.at)) / float64(q.full.Sub(q.at)))
+}
+
+// avail is how many units q allows now, less what is claimed. inflight is
+// the partition's requests on the wire: each may spend a unit of a quota
+// that counts requests, even one sent before the quota was known.
+func (q *quota) avail(now time.Time, inflight int) int64 {
+	claimed := q.claimed
+	if q.countsRequests() {
+		claimed = max(claimed, int64(inflight))
+	}
+	if q.concurrent() {
+		return q.limit - claimed
+	}
+	return q.rmin + q.refilled(now) - claimed
+}
+
+// readyAt is when n more units fit in q: now if they do; the time enough
+// will have refilled; the window's reset (then the quota is stale and a
+// probe asks again); or zero when only an answer can free them (they are
+// claimed by requests on the wire).
+//
+// A sliding window is paced (pace), not counted: its remaining is a
+// rounded weighted count that says 0 while the pace keeps it under its
+// limit.
+func (q *quota) readyAt(now time.Time, n int64, inflight int) time.Time {
+	if !q.known || q.sliding() || q.avail(now, inflight) >= n {
+		return now
+	}
+	switch {
+	case q.concurrent():
+		return time.Time{}
+	case q.refill:
+		claimed := q.rmin + q.refilled(now) - q.avail(now, inflight)
+		if n+claimed > q.limit || !q.full.After(q.at) {
+			return time.Time{}
+		}
+		need := float64(n + claimed - q.rmin) // units to have refilled since at
+		span := float64(q.full.Sub(q.at)) / float64(q.limit-q.rmin)
+		return q.at.Add(time.Duration(need*span) + 1)
+	}
+	return q.reset
+}
+
+// pace is how long to hold the next request after one claimed n of q,
+// leaving a: the units left, spread evenly until the reset, once they are
+// a tenth of the limit or less. Refilling quotas pace themselves (readyAt).
+//
+// A sliding window is paced at all times, slidingMargin under its limit
+// per window: what it counts weighs on it for two windows, so a burst of
+// what it says remains is paid for by a stall.
+func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
+	if q.sliding() && q.limit > 1 {
+		return time.Duration(float64(q.window) * float64(n) / (float64(q.limit) - slidingMargin))
+	}
+	if !q.known || q.refill || q.guessed || q.concurrent() || n <= 0 {
+		return 0
+	}
+	a := q.avail(now, inflight)
+	if a <= 0 || !low(a, q.limit) {
+		return 0
+	}
+	return time.Duration(float64(q.reset.Sub(now)) * float64(n) / float64(a+n))
+}
+
+// slidingMargin is how many requests per window under its limit a
+// sliding window is paced: its weighted count is rounded to the nearest
+// request (go-chi/httprate), so a count of limit−0.5 is already refused.
+const slidingMargin = 0.6
+
+// sliding reports whether q was found to be a sliding window that reports
+// the current fixed window's end as its reset.
+func (q *quota) sliding() bool { return q.refill && q.window > 0 }
+
+// low reports whether a quota is low enough to pace: a tenth of the limit
+// or less (when the limit is unknown, ten units or fewer).
+func low(avail, limit int64) bool {
+	if limit > 0 {
+		return avail*10 <= limit
+	}
+	return avail <= 10
+}
+
+// claim records that a request sent at now claimed n units; declared says
+// the request declared n, which then teaches q the average cost.
+func (q *quota) claim(now time.Time, n int64, declared bool) {
+	q.claimed += n
+	if q.known && !now.Before(q.reset) {
+		q.after += n
+	}
+	if declared && !q.countsRequests() {
+		if q.avg == 0 {
+			q.avg = n
+		} else {
+			q.avg += (n - q.avg) / 8
+		}
+	}
+}
+
+// unclaim gives back n units when the request's answer (or failure) came.
+func (q *quota) unclaim(n int64) { q.claimed = max(q.claimed-n, 0) }
+
+// stale reports whether what the server said of q no longer holds: a
+// window quota whose reset has passed.
+func (q *quota) stale(now time.Time) bool {
+	return q.known && !q.refill && !q.concurrent() && !now.Before(q.reset)
+}
+
+// refills reports whether an answer's quotas (qs, read from h) refill
+// continuously: OpenAI's (x-ratelimit-reset-requests/-tokens, a duration
+// until full) and Anthropic's (anthropic-ratelimit-*, "continuously
+// replenished"), as their documentation says. The fields are looked for
+// only when a quota is named like theirs (requests, tokens, *-tokens).
+func refills(h map[string][]string, qs []headers.Quota) bool {
+	named := false
+	for i := range qs {
+		if n := qs[i].Name; n == "requests" || n == "tokens" || strings.HasSuffix(n, "-tokens") {
+			named = true
+			break
+		}
+	}
+	if !named {
+		return false
+	}
+	for k := range h {
+		if len(k) >= 20 && strings.EqualFold(k[:20], "anthropic-ratelimit-") ||
+			strings.EqualFold(k, "x-ratelimit-reset-requests") || strings.EqualFold(k, "x-ratelimit-reset-tokens") {
+			return true
+		}
+	}
+	return false
+}
+
+// apply learns what the server said of q in an answer to a request sent
+// when the gate had had ver answers (fresh: no answer learned from since was
+// to a later request), at now; reset is the server's reset as resetFor read
+// it, guessed when it is our guess. It reports whether the quota is at
+// zero with a window reset to pause until.
+func (q *quota) apply(s headers.Quota, refill, fresh bool, reset time.Time, guessed bool, ver int64, now time.Time) {
+	q.unit, q.limit = s.Unit, s.Limit
+	if q.concurrent() {
+		q.known = q.limit > 0
+		return
+	}
+	if refill {
+		if s.Limit <= 0 {
+			// A bucket of no size says nothing we could pace by.
+			q.known = false
+			return
+		}
+		// A bucket's level only grows between two of our requests, so the
+		// freshest word is the truth; an older one counts only if it says
+		// less than we project.
+		if !q.known || fresh || s.Remaining < q.rmin+q.refilled(now) {
+			q.rmin, q.at, q.ver, q.known, q.refill, q.guessed = s.Remaining, now, ver, true, true, false
+			q.reset, q.full = reset, reset
+			if q.full.IsZero() || s.Remaining >= s.Limit {
+				q.full = now
+			}
+		}
+		return
+	}
+	defer func() { q.said = s.Reset }()
+	if q.sliding() {
+		// A sliding window: model it as a bucket refilling limit per
+		// window. Its window is the least step seen between its resets.
+		if d := s.Reset.Sub(q.said); s.Window <= 0 && !q.said.IsZero() && d > 0 && d < q.window {
+			q.window = d
+		}
+		q.rmin, q.at, q.ver, q.reset, q.guessed, q.known = s.Remaining, now, ver, reset, guessed, true
+		q.full = now
+		if s.Limit > s.Remaining && s.Limit > 0 {
+			q.full = now.Add(time.Duration(float64(q.window) * float64(s.Limit-s.Remaining) / float64(s.Limit)))
+		}
+		return
+	}
+	if !q.reset.IsZero() && !now.Before(q.reset) && reset.After(q.reset.Add(time.Second/2)) {
+		// A new window. A fixed window starts empty: what remains is the
+		// limit less what reached it since, at most what we sent since the
+		// old reset (and the probe, and a few sent just before). Clearly
+		// less than that (by more than a tenth of the limit, and one), and
+		// the previous window still weighs in: a sliding window whose reset
+		// is the current fixed window's end (go-chi/httprate).
+		if s.Limit > 0 && s.Remaining+q.after < s.Limit-1-s.Limit/10 {
+			// Its window: as the server says, or the step between the
+			// resets it wrote (not ours, adjusted for sloppy servers).
+			q.window = s.Window
+			if q.window <= 0 {
+				q.window = reset.Sub(q.reset)
+				if d := s.Reset.Sub(q.said); !q.said.IsZero() && d > 0 {
+					q.window = d
+				}
+			}
+			q.refill = true
+			q.apply(s, false, fresh, reset, guessed, ver, now)
+			return
+		}
+		q.after = 0
+	}
+	stale := q.stale(now)
+	if !q.known || stale || fresh || s.Remaining < q.rmin {
+		q.rmin, q.ver, q.at = s.Remaining, ver, now
+	}
+	if !q.known || stale || fresh || reset.After(q.reset) {
+		q.reset, q.guessed = reset, guessed
+	}
+	q.known = true
+}

@@ -1,0 +1,117 @@
+package throttle
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/throttlekit/throttle/headers"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestQuotaCharge: declared costs, 1 for request quotas, Anthropic's
+// tokens as the sum of declared *-tokens, else the recent average.
+func TestQuotaCharge(t *testing.T) {
+	c := costsOf(WithCost(WithCost(context.Background(), "input-tokens", 300), "output-tokens", 50))
+	assert.EqualValues(t, 300, (&quota{name: "input-tokens", unit: "tokens"}).charge(c))
+	assert.EqualValues(t, 1, (&quota{name: "requests", unit: "requests"}).charge(c))
+	assert.EqualValues(t, 1, (&quota{name: "core"}).charge(c), "a name that says nothing of its unit")
+	assert.EqualValues(t, 350, (&quota{name: "tokens", unit: "tokens"}).charge(c))
+	q := &quota{name: "tokens", unit: "tokens", known: true, reset: t0.Add(time.Minute)}
+	assert.EqualValues(t, 1, q.charge(nil), "nothing declared yet")
+	q.claim(t0, 800, true)
+	q.claim(t0, 1600, true)
+	assert.EqualValues(t, 900, q.charge(nil), "the recent average")
+	c = costsOf(WithCost(WithCost(context.Background(), "tokens", 5), "TOKENS", 7))
+	assert.EqualValues(t, 7, q.charge(c), "names match case-insensitively; the last WithCost wins")
+}
+
+// TestRefillingQuota: an OpenAI-style bucket refills limit−remaining evenly
+// until its reset, and a request waits exactly until enough has refilled.
+func TestRefillingQuota(t *testing.T) {
+	var q quota
+	q.apply(headers.Quota{Name: "tokens", Unit: "tokens", Limit: 6000, Remaining: 0}, true, true, t0.Add(time.Minute), false, 1, t0)
+	assert.EqualValues(t, 0, q.avail(t0, 0))
+	assert.EqualValues(t, 3000, q.avail(t0.Add(30*time.Second), 0))
+	assert.EqualValues(t, 6000, q.avail(t0.Add(2*time.Minute), 0), "never above the limit")
+	at := q.readyAt(t0, 1000, 0)
+	assert.InDelta(t, 10, at.Sub(t0).Seconds(), 0.001)
+	q.claim(t0, 1000, true)
+	assert.InDelta(t, 20, q.readyAt(t0, 1000, 0).Sub(t0).Seconds(), 0.001, "claims on the wire count")
+	assert.True(t, q.readyAt(t0, 5500, 0).IsZero(), "more than refills while 1000 are claimed: wait for an answer")
+	assert.True(t, q.tooBig(6001))
+	assert.False(t, q.stale(t0.Add(time.Hour)), "a bucket never goes stale")
+}
+
+// TestWindowQuota: a window quota opens at its reset and paces its last
+// tenth evenly until then; a stale one (reset passed) is forgotten.
+func TestWindowQuota(t *testing.T) {
+	var q quota
+	q.apply(headers.Quota{Name: "core", Limit: 100, Remaining: 5}, false, true, t0.Add(60*time.Second), false, 1, t0)
+	assert.EqualValues(t, 5, q.avail(t0, 0))
+	assert.EqualValues(t, 2, q.avail(t0, 3), "requests on the wire count against a quota of requests")
+	assert.Equal(t, t0.Add(60*time.Second), q.readyAt(t0, 6, 0))
+	q.claim(t0, 1, false)
+	assert.Equal(t, 12*time.Second, q.pace(t0, 1, 1), "4 left after this one: 60s/(4+1)")
+	assert.False(t, q.stale(t0.Add(59*time.Second)))
+	assert.True(t, q.stale(t0.Add(60*time.Second)))
+}
+
+// TestSlidingWindowDetected: a quota whose first answer after its reset
+// shows far less than the limit, though we sent little since, is a sliding
+// window reporting its fixed window's end: it is paced under its limit from
+// then on, not trusted to reopen at the reset.
+func TestSlidingWindowDetected(t *testing.T) {
+	var q quota
+	q.apply(headers.Quota{Name: "", Limit: 10, Remaining: 0}, false, true, t0.Add(time.Second), false, 1, t0)
+	assert.False(t, q.sliding())
+	now := t0.Add(time.Second)
+	q.claim(now, 1, false) // the probe
+	q.apply(headers.Quota{Name: "", Limit: 10, Remaining: 0}, false, true, t0.Add(2*time.Second), false, 2, now)
+	assert.True(t, q.sliding())
+	assert.Equal(t, now, q.readyAt(now, 1, 1), "paced, not counted")
+	assert.InDelta(t, float64(time.Second)/9.4, float64(q.pace(now, 1, 1)), 1)
+
+	var f quota // a fixed window: its new window starts full
+	f.apply(headers.Quota{Limit: 10, Remaining: 0}, false, true, t0.Add(time.Second), false, 1, t0)
+	f.claim(now, 1, false)
+	f.apply(headers.Quota{Limit: 10, Remaining: 9}, false, true, t0.Add(2*time.Second), false, 2, now)
+	assert.False(t, f.sliding())
+}
+
+// TestConcurrencyQuota: a concurrent-requests quota counts requests on the
+// wire, not a window, and only an answer frees room.
+func TestConcurrencyQuota(t *testing.T) {
+	var q quota
+	q.apply(headers.Quota{Name: "conc", Unit: "concurrent-requests", Limit: 2, Remaining: -1}, false, true, time.Time{}, false, 1, t0)
+	assert.Equal(t, t0, q.readyAt(t0, 1, 1))
+	assert.True(t, q.readyAt(t0, 1, 2).IsZero())
+}
+
+// TestAIMD: the first refusal guesses from what the server took, a
+// refusal that ends a long enough run measures it, a refusal with no
+// success since the last pause changes nothing, and successes raise the
+// rate again: one refusal never pins the pace.
+func TestAIMD(t *testing.T) {
+	var a aimd
+	a.refused(t0.Add(30*time.Millisecond), t0, 10, 10)
+	assert.Equal(t, 100*time.Millisecond, a.step, "10 taken before the first refusal: 10 a second")
+	a.refused(t0.Add(time.Second), t0.Add(900*time.Millisecond), 0, 1)
+	assert.Equal(t, 100*time.Millisecond, a.step, "no success since the pause: unchanged")
+	a.refused(t0.Add(5*time.Second), t0, 40, 3)
+	assert.Equal(t, time.Duration(float64(125*time.Millisecond)*aimdCut), a.step, "measured: 40 in 5s, times the cut")
+	slow := a.step
+	for range 10 * aimdRun {
+		a.succeeded()
+	}
+	assert.Less(t, a.step, slow, "successes raise the rate")
+	var m aimd
+	m.measured(50 * time.Millisecond)
+	for range 10 * aimdRun {
+		m.succeeded()
+	}
+	assert.Equal(t, 50*time.Millisecond, m.step, "a pace a server measured for us is not probed")
+}
