@@ -2,6 +2,9 @@ package redisrepo
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -155,6 +158,52 @@ func TestMergedBatch(t *testing.T) {
 			r.b.cluster = true
 			if gs := r.b.groups(batch); len(gs) != 3 || len(gs[0].calls) != 4 || len(gs[1].calls) != 1 || len(gs[2].calls) != 1 {
 				t.Errorf("on a Cluster: %d groups, want a, b and bad apart", len(gs))
+			}
+		})
+	}
+}
+
+// TestBatchEqualsSingles: a batch decides each of its calls as the same
+// calls sent one by one decide them, every Decision field alike, for every
+// algorithm (the fast scripts' batches and the main script's), tries and
+// peeks of several keys mixed, at one clock.
+func TestBatchEqualsSingles(t *testing.T) {
+	s := redistest.Start(t)
+	c := newClient(t, s)
+	ctx := ctxT(t)
+	now := time.Now().UnixMicro()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for alg, spec := range specs(5, time.Minute) {
+		t.Run(alg, func(t *testing.T) {
+			batched := newRepo(t, c, spec, WithPrefix("batched:"))
+			single := newRepo(t, c, spec, WithPrefix("single:"))
+			for _, r := range []*Repository{batched, single} {
+				r.SetClock(func() int64 { return now })
+			}
+			var calls []*call
+			var want []any
+			for range 40 {
+				key, op, n := "k"+strconv.Itoa(rng.IntN(3)), "try", 1+rng.IntN(2)
+				if rng.IntN(4) == 0 {
+					op, n = "peek", 0
+				}
+				id := ""
+				if alg == limiters.AlgConcurrency && op == "try" {
+					id = batched.newID()
+				}
+				calls = append(calls, &call{script: batched.script, fast: batched.fast, keys: batched.keys(key),
+					args: batched.args(op, n, -1, id, nil), done: make(chan struct{})})
+				res, err := single.call(ctx, key, op, n, -1, id, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, res)
+			}
+			batched.b.exec(ctx, calls)
+			for i, c := range calls {
+				if c.err != nil || fmt.Sprint(c.res) != fmt.Sprint(want[i]) {
+					t.Fatalf("call %d: batched %v %v, one by one %v", i, c.res, c.err, want[i])
+				}
 			}
 		})
 	}
