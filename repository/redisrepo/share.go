@@ -323,7 +323,7 @@ func (q *quota) renew(elapsed time.Duration, closing bool) {
 		want := int64(0)
 		if asked := l.asked.Swap(0); asked > 0 && !closing {
 			l.idle = 0
-			// the demand as a rate per spec period, with room to double
+			// the demand as permits per q.per, with room to double
 			f := 2 * float64(asked) * float64(q.per) / float64(max(elapsed, time.Microsecond))
 			want = int64(math.Min(math.Ceil(f), float64(q.capacity)))
 		} else if l.idle++; !closing && l.idle < 3 {
