@@ -15,13 +15,15 @@ import (
 )
 
 // batcher sends the calls that arrive while a round trip is in flight
-// together, as one pipeline of EVALSHA commands (at most cfg.batch of them).
+// together (at most cfg.batch of them), as one EVALSHA that decides them all
+// (one per hash tag on a Cluster), pipelined with the lease calls.
 // One goroutine per Repository runs the round trips; a call costs a channel,
 // not a goroutine. An idle batcher sends a call at once: batching adds no
 // latency beyond the round trip already in flight.
 type batcher struct {
 	r       *Repository
 	direct  bool // the client honours contexts: an idle batcher lets a caller send its own call
+	cluster bool // keys of one command must share a hash tag
 	mu      sync.Mutex
 	pending []*call
 	busy    bool // a round trip is in flight, or the sender has been kicked
@@ -31,15 +33,18 @@ type batcher struct {
 }
 
 type call struct {
-	keys []string
-	args []any
-	res  any
-	err  error
-	done chan struct{}
+	script *redis.Script
+	fast   *fast // sent alone, the call may take this script instead
+	keys   []string
+	args   []any
+	res    any
+	err    error
+	done   chan struct{}
 }
 
 func newBatcher(r *Repository) *batcher {
-	b := &batcher{r: r, direct: honoursContexts(r.client), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	_, single := r.client.(*redis.Client)
+	b := &batcher{r: r, direct: honoursContexts(r.client), cluster: !single, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go b.run()
 	return b
 }
@@ -64,7 +69,7 @@ func honoursContexts(client redis.UniversalClient) bool {
 // a context's deadline but does not notice its cancellation, while a caller
 // waiting for the sender returns the moment its ctx is done. It returns nil
 // when a round trip is in flight: the call must queue.
-func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
+func (b *batcher) alone(ctx context.Context, script *redis.Script, fast *fast, keys []string, args []any) *call {
 	b.mu.Lock()
 	if b.busy || b.closed {
 		b.mu.Unlock()
@@ -72,7 +77,7 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
 	}
 	b.busy = true
 	b.mu.Unlock()
-	c := &call{keys: keys, args: args, done: make(chan struct{})}
+	c := &call{script: script, fast: fast, keys: keys, args: args} // nobody waits on done
 	b.exec(ctx, []*call{c})
 	b.mu.Lock()
 	if len(b.pending) > 0 && !b.closed {
@@ -84,7 +89,8 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
 	return c
 }
 
-// do runs the script with keys and args and waits for its result or ctx.
+// do runs script (or fast, if not nil, when the call goes alone) with keys
+// and args and waits for its result or ctx.
 // A call abandoned by its ctx may still run: a rate limit may then count
 // it, and a concurrency lease it took expires (nobody renews it).
 //
@@ -92,13 +98,13 @@ func (b *batcher) alone(ctx context.Context, keys []string, args []any) *call {
 // does with contexts (go-redis ignores them on sockets unless the client
 // sets ContextTimeoutEnabled; its ReadTimeout, 3s by default, then ends a
 // round trip to a Redis that stopped answering).
-func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
+func (b *batcher) do(ctx context.Context, script *redis.Script, fast *fast, keys []string, args []any) (any, error) {
 	if b.direct && ctx.Done() == nil {
-		if c := b.alone(ctx, keys, args); c != nil {
+		if c := b.alone(ctx, script, fast, keys, args); c != nil {
 			return c.res, c.err
 		}
 	}
-	c := b.submit(keys, args)
+	c := b.submit(script, fast, keys, args)
 	t := time.NewTimer(b.r.cfg.timeout)
 	defer t.Stop()
 	select {
@@ -113,8 +119,8 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error
 
 // submit queues a call for the next round trip; its done channel closes
 // when its result is in.
-func (b *batcher) submit(keys []string, args []any) *call {
-	c := &call{keys: keys, args: args, done: make(chan struct{})}
+func (b *batcher) submit(script *redis.Script, fast *fast, keys []string, args []any) *call {
+	c := &call{script: script, fast: fast, keys: keys, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -176,6 +182,90 @@ func ours(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "THROTTLE ")
 }
 
+// group is calls sent as one command: a single call as it is, or calls of
+// the repository's script merged into one call of it (see luaMain).
+type group struct {
+	calls  []*call
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// groups merges batch's calls of the repository's script into one call of
+// it (or of its fast script, for the tries and peeks it serves), or on a
+// Cluster one per hash tag, so that every key of a command lies in one
+// slot; the other calls (lease mode's) stay as they are.
+func (b *batcher) groups(batch []*call) []*group {
+	r := b.r
+	if len(batch) == 1 {
+		return []*group{alone(batch[0])}
+	}
+	var out []*group
+	type kind struct {
+		tag  string
+		fast bool
+	}
+	byKind := map[kind]*group{}
+	for _, c := range batch {
+		if c.script != r.script {
+			out = append(out, alone(c))
+			continue
+		}
+		k := kind{fast: c.fast != nil}
+		if b.cluster {
+			k.tag = hashTag(c.keys[0])
+		}
+		g := byKind[k]
+		if g == nil {
+			g = &group{script: r.script}
+			byKind[k] = g
+			out = append(out, g)
+		}
+		g.calls = append(g.calls, c)
+	}
+	nl := len(r.limits)
+	for i, g := range out {
+		switch {
+		case len(g.calls) == 1:
+			out[i] = alone(g.calls[0])
+		case g.calls[0].fast != nil:
+			g.script = r.fast.script
+			g.keys, g.args = r.fast.batch(g.calls)
+		default:
+			g.args = append(make([]any, 0, 2+6*nl+len(g.calls)*(6+6*nl)), "*", nl)
+			g.args = append(g.args, g.calls[0].args[6:6+6*nl]...)
+			for _, c := range g.calls {
+				g.keys = append(g.keys, c.keys...)
+				extra := c.args[6+6*nl:]
+				g.args = append(g.args, c.args[:5]...)
+				g.args = append(g.args, len(extra))
+				g.args = append(g.args, extra...)
+			}
+		}
+	}
+	return out
+}
+
+// alone is the group of c sent on its own, through its fast script if it
+// has one.
+func alone(c *call) *group {
+	if c.fast != nil {
+		return &group{calls: []*call{c}, script: c.fast.script, keys: c.keys[:1], args: c.fast.args(c.args)}
+	}
+	return &group{calls: []*call{c}, script: c.script, keys: c.keys, args: c.args}
+}
+
+// hashTag is the part of key that Redis Cluster hashes: the content of its
+// first {…} when not empty, else the whole key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
 // exec sends batch in one round trip, bounded by parent and the round-trip
 // timeout, through the circuit breaker.
 func (b *batcher) exec(parent context.Context, batch []*call) {
@@ -183,25 +273,48 @@ func (b *batcher) exec(parent context.Context, batch []*call) {
 	ctx, cancel := context.WithTimeout(parent, r.cfg.timeout)
 	defer cancel()
 	_, err := r.cb.Execute(func() (struct{}, error) {
-		cmds := make([]*redis.Cmd, len(batch))
-		if len(batch) == 1 {
-			c := batch[0]
-			cmds[0] = r.script.EvalSha(ctx, r.client, c.keys, c.args...)
+		groups := b.groups(batch)
+		cmds := make([]*redis.Cmd, len(groups))
+		if len(groups) == 1 {
+			g := groups[0]
+			cmds[0] = g.script.EvalSha(ctx, r.client, g.keys, g.args...)
 		} else {
 			pipe := r.client.Pipeline()
-			for i, c := range batch {
-				cmds[i] = r.script.EvalSha(ctx, pipe, c.keys, c.args...)
+			for i, g := range groups {
+				cmds[i] = g.script.EvalSha(ctx, pipe, g.keys, g.args...)
 			}
 			pipe.Exec(ctx) // each command carries its own error
 		}
 		var failed error
-		for i, c := range batch {
-			c.res, c.err = cmds[i].Result()
-			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
-				c.res, c.err = r.script.Run(ctx, r.client, c.keys, c.args...).Result()
+		for i, g := range groups {
+			res, err := cmds[i].Result()
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				res, err = g.script.Run(ctx, r.client, g.keys, g.args...).Result()
 			}
-			if c.err != nil && !ours(c.err) {
-				failed = c.err
+			if err != nil && !ours(err) {
+				failed = err
+			}
+			if len(g.calls) == 1 {
+				g.calls[0].res, g.calls[0].err = res, err
+				continue
+			}
+			replies, ok := res.([]any)
+			if err == nil && (!ok || len(replies) != len(g.calls)) {
+				err = fmt.Errorf("redisrepo: bad batch reply %T", res)
+			}
+			for j, c := range g.calls {
+				if err != nil {
+					c.err = err
+					continue
+				}
+				if msg, ok := replies[j].(string); ok { // the call's error
+					c.err = errors.New(msg)
+					if !ours(c.err) {
+						failed = c.err
+					}
+					continue
+				}
+				c.res = replies[j]
 			}
 		}
 		return struct{}{}, failed
@@ -213,6 +326,8 @@ func (b *batcher) exec(parent context.Context, batch []*call) {
 		case c.err != nil && !ours(c.err):
 			c.res, c.err = nil, fmt.Errorf("%w: %w", ErrUnavailable, c.err)
 		}
-		close(c.done)
+		if c.done != nil {
+			close(c.done)
+		}
 	}
 }

@@ -2,6 +2,9 @@ package redisrepo
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,5 +104,107 @@ func TestNoScriptReload(t *testing.T) {
 	}
 	if d, _ := r.Peek(context.Background(), "k"); d.Remaining != 1000-32 {
 		t.Fatalf("after 32 grants: %+v", d)
+	}
+}
+
+// TestMergedBatch: calls sent together become one script call that decides
+// each of them (the fast script's for GCRA, the main one's for the fixed
+// window), with one key's foreign value failing that call only; on a
+// Cluster the calls are grouped by hash tag.
+func TestMergedBatch(t *testing.T) {
+	s := redistest.Start(t)
+	for _, alg := range []string{limiters.AlgGCRA, limiters.AlgFixedWindow} {
+		t.Run(alg, func(t *testing.T) {
+			c := newClient(t, s)
+			h := &roundTrips{}
+			c.AddHook(h)
+			r := newRepo(t, c, specs(3, time.Hour)[alg], WithPrefix(alg+":"))
+			if (r.fast != nil) != (alg == limiters.AlgGCRA) {
+				t.Fatalf("fast script: %v", r.fast)
+			}
+			ctx := ctxT(t)
+			if err := c.Set(ctx, r.keys("bad")[0], "not ours", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			script := r.script
+			if r.fast != nil {
+				script = r.fast.script
+			}
+			if err := script.Load(ctx, c).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var batch []*call
+			for _, k := range []string{"a", "a", "b", "bad", "a", "a"} {
+				batch = append(batch, &call{script: r.script, fast: r.fast, keys: r.keys(k), args: r.args("try", 1, -1, "", nil), done: make(chan struct{})})
+			}
+			before := h.single.Load()
+			r.b.exec(ctx, batch)
+			if n := h.single.Load() - before; n != 1 {
+				t.Fatalf("%d commands for one batch, want 1", n)
+			}
+			for i, want := range []int64{1, 1, 1, -1, 1, 0} {
+				c := batch[i]
+				if want < 0 {
+					if !ours(c.err) {
+						t.Errorf("call %d: %v, want the foreign value's error", i, c.err)
+					}
+					continue
+				}
+				v, _, err := ints(c.res)
+				if err != nil || c.err != nil || v[0] != want {
+					t.Errorf("call %d: %v %v, want allowed=%d", i, c.res, c.err, want)
+				}
+			}
+			r.b.cluster = true
+			if gs := r.b.groups(batch); len(gs) != 3 || len(gs[0].calls) != 4 || len(gs[1].calls) != 1 || len(gs[2].calls) != 1 {
+				t.Errorf("on a Cluster: %d groups, want a, b and bad apart", len(gs))
+			}
+		})
+	}
+}
+
+// TestBatchEqualsSingles: a batch decides each of its calls as the same
+// calls sent one by one decide them, every Decision field alike, for every
+// algorithm (the fast scripts' batches and the main script's), tries and
+// peeks of several keys mixed, at one clock.
+func TestBatchEqualsSingles(t *testing.T) {
+	s := redistest.Start(t)
+	c := newClient(t, s)
+	ctx := ctxT(t)
+	now := time.Now().UnixMicro()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for alg, spec := range specs(5, time.Minute) {
+		t.Run(alg, func(t *testing.T) {
+			batched := newRepo(t, c, spec, WithPrefix("batched:"))
+			single := newRepo(t, c, spec, WithPrefix("single:"))
+			for _, r := range []*Repository{batched, single} {
+				r.SetClock(func() int64 { return now })
+			}
+			var calls []*call
+			var want []any
+			for range 40 {
+				key, op, n := "k"+strconv.Itoa(rng.IntN(3)), "try", 1+rng.IntN(2)
+				if rng.IntN(4) == 0 {
+					op, n = "peek", 0
+				}
+				id := ""
+				if alg == limiters.AlgConcurrency && op == "try" {
+					id = batched.newID()
+				}
+				calls = append(calls, &call{script: batched.script, fast: batched.fast, keys: batched.keys(key),
+					args: batched.args(op, n, -1, id, nil), done: make(chan struct{})})
+				res, err := single.call(ctx, key, op, n, -1, id, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, res)
+			}
+			batched.b.exec(ctx, calls)
+			for i, c := range calls {
+				if c.err != nil || fmt.Sprint(c.res) != fmt.Sprint(want[i]) {
+					t.Fatalf("call %d: batched %v %v, one by one %v", i, c.res, c.err, want[i])
+				}
+			}
+		})
 	}
 }

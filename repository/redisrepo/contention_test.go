@@ -1,7 +1,6 @@
 package redisrepo
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,13 +35,8 @@ func contention(t *testing.T, clients []redis.UniversalClient, key string, specs
 		for range goroutines {
 			wg.Go(func() {
 				for range perG {
-					d, err := r.TryAcquire(context.Background(), key, 1)
-					if err != nil {
-						t.Error(err)
+					if !try(t, r, key, nil, &granted) {
 						return
-					}
-					if d.Allowed {
-						granted.Add(1)
 					}
 				}
 			})

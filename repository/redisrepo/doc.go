@@ -28,6 +28,19 @@
 // NewChain decides several limits of one key (10/s and 1000/day and 5 in
 // flight) all or nothing in the same round trip.
 //
+// # Policies
+//
+// A server.Policy keeps its limits in memory unless told otherwise; Storage
+// puts them in Redis, each rule's limits (and its cost caps) decided in one
+// round trip by a NewChain repository, under a namespace of its own:
+//
+//	p, err := server.LoadPolicy("policy.yaml")                                                 // memory
+//	p, err := server.LoadPolicy("policy.yaml", server.WithStorage(redisrepo.Storage(client))) // Redis
+//
+// Either way the middleware answers alike: the same headers, the same 429s
+// and problem+json bodies, and server.ChargeCost charges cost caps after the
+// response.
+//
 // Acquire is fair across replicas for the bucket algorithms: the script
 // reserves the earliest slot in Redis, and the caller sleeps until it, so
 // waiters are served in reservation order whichever replica they are on. A
@@ -45,14 +58,53 @@
 // 10s by default). Release gives back this repository's own leases.
 //
 // Calls from one process that arrive while a round trip is in flight go
-// together in the next pipeline (at most WithBatch calls), sent by one
+// together in the next round trip (at most WithBatch calls), sent by one
 // goroutine per Repository: no goroutine per call, and no added latency when
-// the connection is idle. A call returns as soon as its ctx is done, and
-// waits at most WithTimeout for Redis, whatever the client's settings. With
+// the connection is idle. The batch is one script call that decides every
+// call in it in order, with one TIME (on a Cluster, one per hash tag, in
+// one pipeline). Tries and peeks of a lone GCRA limit whose interval is a
+// whole number of microseconds, or of a lone sliding window, take a
+// shorter script that writes the state only when a grant changes it. A
+// call returns as soon as its ctx is done, and waits at most WithTimeout
+// for Redis, whatever the client's settings. With
 // ContextTimeoutEnabled: true on the client (so that go-redis bounds its
 // reads by the context's deadline), a call whose ctx can never be cancelled
 // (context.Background) that finds nothing in flight makes its round trip on
 // its own goroutine, saving the hand-off to the sender.
+//
+// # Lease mode
+//
+// For a quota too hot for a round trip per decision, WithLeases(refresh)
+// moves the decisions into each process: per key, a process leases a share
+// of the spec's rate (and the same fraction of its burst) from Redis and
+// decides locally, at memory speed and without allocating, with a limiter
+// of that share. One goroutine per Repository renews every lease each
+// refresh in one pipeline, asking for twice the demand it saw; Redis grants
+// max-min fair shares of those demands, plus an equal part of the rate no
+// demand takes, never more in all than the rate (a process's share grows
+// only from what the others' grants leave free, and shrinks when it
+// renews). A lease lives three refreshes: the share of a process that died
+// or lost Redis goes back to the others when it expires, and Close gives
+// the shares back at once. A key idle for three refreshes gives its share
+// back and is forgotten. The spec must be one gcra or token_bucket.
+//
+// The cost is exactness. Per-request scripts admit at most rate × T + burst
+// in any interval T. In lease mode the shares never sum past the rate and
+// their bursts past burst + one permit per process (each rounds up), and a
+// new share starts empty, so the processes together admit at most rate × T
+// + burst + processes, plus, when a share moves, what the process giving it
+// up admits during the one round trip before it learns of it. A process
+// that dies takes nothing with it: its share stays reserved (the others get
+// less, not more) until its lease expires. A new share starts empty, so a
+// key's first permits in a process come after one interval of its share;
+// a process alone gets the whole rate. A rate is shared in at least 1024
+// parts (a small one counted over a longer period). Decisions
+// describe the process's share (Limit is its burst); a call may take at
+// most that burst, and Acquire retries when the share allows or changes,
+// not in FIFO order across processes. While renewals fail, a process keeps
+// its share until its lease would have expired; then the fail mode decides.
+// TestLeasesBound, TestLeasesFair and TestLeasesExpiry check these bounds,
+// and BenchmarkRedis (bench/) measures the speed.
 //
 // # Keys and TTLs
 //
@@ -66,6 +118,9 @@
 // matters: until the bucket is full again, the window (two for the sliding
 // window) ends, the last grant leaves the log, or the last lease expires; a
 // state equal to a full limiter is deleted rather than written.
+//
+// Lease mode keeps one hash per key, p{k}:L, with a field per lease,
+// "grant:want:expiry", and a TTL until its last lease expires.
 //
 // The sliding log keeps one sorted-set entry per grant, so its memory is
 // O(limit) per key, and New refuses limits above 100,000; a call costs

@@ -106,25 +106,17 @@ var faultSpec = limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 100, Rate: lim
 // context, counting calls that outlive it.
 func load(r *Repository, stop <-chan struct{}, late *atomic.Int64) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				begin := time.Now()
-				r.TryAcquire(ctx, "load", 1)
-				if time.Since(begin) > 1200*time.Millisecond {
-					late.Add(1)
-				}
-				cancel()
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
+	until(&wg, 4, stop, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		begin := time.Now()
+		r.TryAcquire(ctx, "load", 1)
+		if time.Since(begin) > 1200*time.Millisecond {
+			late.Add(1)
+		}
+		cancel()
+		time.Sleep(time.Millisecond)
+		return true
+	})
 	return &wg
 }
 

@@ -2,6 +2,8 @@ package redisrepo
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +46,42 @@ func newRepo(t testing.TB, c redis.UniversalClient, spec limiters.Spec, opts ...
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
+}
+
+// try makes one TryAcquire(key, 1) on r, counting it in calls (unless nil)
+// and its grant in granted. It reports false after an error.
+func try(t testing.TB, r *Repository, key string, calls, granted *atomic.Int64) bool {
+	d, err := r.TryAcquire(context.Background(), key, 1)
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	if calls != nil {
+		calls.Add(1)
+	}
+	if d.Allowed {
+		granted.Add(1)
+	}
+	return true
+}
+
+// until runs f on g goroutines of wg, each until stop closes or f returns
+// false.
+func until(wg *sync.WaitGroup, g int, stop <-chan struct{}, f func() bool) {
+	for range g {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !f() {
+					return
+				}
+			}
+		})
+	}
 }
 
 func ctxT(t testing.TB) context.Context {

@@ -27,7 +27,7 @@ func (r *Repository) renew() {
 		r.mu.Unlock()
 		calls := make([]*call, 0, len(held))
 		for k, ms := range held {
-			calls = append(calls, r.b.submit(r.keys(k), r.args("renew", 0, -1, "", ms)))
+			calls = append(calls, r.b.submit(r.script, nil, r.keys(k), r.args("renew", 0, -1, "", ms)))
 		}
 		for _, c := range calls {
 			<-c.done // a failed renewal is retried at the next tick

@@ -13,7 +13,7 @@ import (
 // 3/s never drift. New checks the bounds that keep every product below 2^53.
 //
 // Every script is the prelude, the code of the algorithms it serves, and the
-// main part. The ARGV layout is
+// main part. The ARGV layout of one call is
 //
 //	1 op: try | peek | reserve | cancel | release | renew
 //	2 n   3 clock (µs; empty: TIME)   4 max wait (µs; -1: none)
@@ -22,7 +22,8 @@ import (
 //	and renew the lease members.
 //
 // Each limit owns KEYS[2i-1] and KEYS[2i] (the second only for the sliding
-// log); they share one hash tag.
+// log); they share one hash tag. A batch of calls of one repository goes as
+// one call of the script; see the end of luaMain.
 const luaPrelude = `
 local NEVER = -1
 -- Redis expires keys by its real clock. A clock driven by a test does not
@@ -382,107 +383,140 @@ end
 }
 
 const luaMain = `
-local op, n = ARGV[1], tonumber(ARGV[2])
-local t
-if ARGV[3] ~= '' then t, SLACK = tonumber(ARGV[3]), 3600000000 else
-  local tm = redis.call('TIME')
-  t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-end
-local maxwait, nl = tonumber(ARGV[4]), tonumber(ARGV[6])
-local Ls = {}
-for i = 1, nl do
-  local b = 6 + (i - 1) * 6
-  local L = {alg = ARGV[b + 1], k = KEYS[2 * i - 1], k2 = KEYS[2 * i], id = ARGV[5]}
-  local a, p2, p3, p4, p5 = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
-  if L.alg == 'g' or L.alg == 't' or L.alg == 'l' then
-    L.us, L.fr, L.den, L.burst, L.qlim = a, p2, p3, p4, p5
-    L.lim = L.burst
-  elseif L.alg == 'c' then L.lim, L.lease = a, p2
-  else L.lim, L.win = a, p2 end
-  Ls[i] = L
-end
-local extra = 6 + nl * 6
-if op == 'release' or op == 'renew' then
+local function limits(V, b, nl)
+  local P = {}
   for i = 1, nl do
-    local L = Ls[i]
-    if L.alg == 'c' then
-      for j = extra + 1, #ARGV do
-        if op == 'release' then redis.call('ZREM', L.k, ARGV[j])
-        else redis.call('ZADD', L.k, 'XX', t + L.lease, ARGV[j]) end
+    local o = b + (i - 1) * 6
+    P[i] = {V[o + 1], tonumber(V[o + 2]), tonumber(V[o + 3]), tonumber(V[o + 4]), tonumber(V[o + 5]), tonumber(V[o + 6])}
+  end
+  return P
+end
+local now
+local function clock(c)
+  if c ~= '' then SLACK = 3600000000 return tonumber(c) end
+  if not now then
+    local tm = redis.call('TIME')
+    now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+  end
+  return now
+end
+-- one serves one call: limit i's keys are K[ko + 2i - 1] and K[ko + 2i],
+-- and the call's extra arguments V[eo + 1 .. eo + ne].
+local function one(P, nl, K, ko, op, n, t, maxwait, id, V, eo, ne)
+  local Ls = {}
+  for i = 1, nl do
+    local p = P[i]
+    local L = {alg = p[1], k = K[ko + 2 * i - 1], k2 = K[ko + 2 * i], id = id}
+    if L.alg == 'g' or L.alg == 't' or L.alg == 'l' then
+      L.us, L.fr, L.den, L.burst, L.qlim = p[2], p[3], p[4], p[5], p[6]
+      L.lim = L.burst
+    elseif L.alg == 'c' then L.lim, L.lease = p[2], p[3]
+    else L.lim, L.win = p[2], p[3] end
+    Ls[i] = L
+  end
+  if op == 'release' or op == 'renew' then
+    for i = 1, nl do
+      local L = Ls[i]
+      if L.alg == 'c' then
+        for j = eo + 1, eo + ne do
+          if op == 'release' then redis.call('ZREM', L.k, V[j])
+          else redis.call('ZADD', L.k, 'XX', t + L.lease, V[j]) end
+        end
+        if op == 'renew' and redis.call('EXISTS', L.k) == 1 then expire(L.k, L.lease) end
       end
-      if op == 'renew' and redis.call('EXISTS', L.k) == 1 then expire(L.k, L.lease) end
+    end
+    return 1
+  end
+  for i = 1, nl do A[Ls[i].alg].load(Ls[i], t) end
+  if op == 'cancel' then
+    local given = 0
+    for i = 1, nl do
+      local L = Ls[i]
+      if A[L.alg].refund and A[L.alg].save(L, t) == V[eo + i] then
+        A[L.alg].refund(L, n)
+        A[L.alg].save(L, t)
+        given = 1
+      end
+    end
+    return given
+  end
+  local function waitall(at, k)
+    local d = 0
+    for i = 1, nl do
+      local w = A[Ls[i].alg].wait(Ls[i], at, k)
+      if w == NEVER then return NEVER end
+      if w > d then d = w end
+    end
+    return d
+  end
+  if op == 'reserve' then
+    for i = 1, nl do
+      local L = Ls[i]
+      if L.qlim and L.qlim > 0 and A[L.alg].queued(L, t) + n > L.qlim then return {2, 0} end
+    end
+    local at = t
+    for _ = 1, 64 do
+      local d = waitall(at, n)
+      if d == NEVER then return {3, 0} end
+      if d == 0 then break end
+      at = at + d
+    end
+    if waitall(at, n) ~= 0 then return {3, 0} end
+    if maxwait >= 0 and at - t > maxwait then return {0, at - t} end
+    local out = {1, at - t}
+    for i = 1, nl do
+      A[Ls[i].alg].take(Ls[i], at, n)
+      out[#out + 1] = A[Ls[i].alg].save(Ls[i], t)
+    end
+    return out
+  end
+  -- try and peek
+  local k = n
+  if op == 'peek' then k = 1 end
+  local allowed, retry = 1, 0
+  for i = 1, nl do
+    local w = A[Ls[i].alg].wait(Ls[i], t, k)
+    if w ~= 0 then
+      allowed = 0
+      if w > retry then retry = w end
     end
   end
-  return 1
-end
-for i = 1, nl do A[Ls[i].alg].load(Ls[i], t) end
-if op == 'cancel' then
-  local given = 0
+  if op == 'try' and allowed == 1 then
+    for i = 1, nl do A[Ls[i].alg].take(Ls[i], t, n) end
+  end
+  local lim, rem, reset = 0, -1, 0
   for i = 1, nl do
-    local L = Ls[i]
-    if A[L.alg].refund and A[L.alg].save(L, t) == ARGV[extra + i] then
-      A[L.alg].refund(L, n)
-      A[L.alg].save(L, t)
-      given = 1
-    end
+    local r, z = A[Ls[i].alg].state(Ls[i], t)
+    if rem < 0 or r < rem then rem, lim = r, Ls[i].lim end
+    if z > reset then reset = z end
+    -- a peek saves too: the state is the same, brought up to date (the
+    -- sliding log's expired entries are gone), and a full limiter is deleted
+    A[Ls[i].alg].save(Ls[i], t)
   end
-  return given
+  if allowed == 1 then retry = 0 end
+  return {allowed, lim, rem, reset, retry}
 end
-local function waitall(at, k)
-  local d = 0
-  for i = 1, nl do
-    local w = A[Ls[i].alg].wait(Ls[i], at, k)
-    if w == NEVER then return NEVER end
-    if w > d then d = w end
+if ARGV[1] ~= '*' then
+  local nl = tonumber(ARGV[6])
+  return one(limits(ARGV, 6, nl), nl, KEYS, 0, ARGV[1], tonumber(ARGV[2]), clock(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV, 6 + 6 * nl, #ARGV - 6 - 6 * nl)
+end
+-- A batch: '*', the number of limits and their fields, then per call op,
+-- n, clock, max wait, lease id, the number of extra arguments and those;
+-- each call has 2 × nl keys. The reply has one element per call: its
+-- reply, or its error as a string. Every call shares one TIME.
+local nl = tonumber(ARGV[2])
+local P = limits(ARGV, 2, nl)
+local out, i, ko = {}, 3 + 6 * nl, 0
+while i <= #ARGV do
+  local ne = tonumber(ARGV[i + 5])
+  local ok, r = pcall(one, P, nl, KEYS, ko, ARGV[i], tonumber(ARGV[i + 1]), clock(ARGV[i + 2]), tonumber(ARGV[i + 3]), ARGV[i + 4], ARGV, i + 5, ne)
+  if not ok then
+    if type(r) == 'table' and r.err then r = r.err else r = tostring(r) end
   end
-  return d
+  out[#out + 1] = r
+  i, ko = i + 6 + ne, ko + 2 * nl
 end
-if op == 'reserve' then
-  for i = 1, nl do
-    local L = Ls[i]
-    if L.qlim and L.qlim > 0 and A[L.alg].queued(L, t) + n > L.qlim then return {2, 0} end
-  end
-  local at = t
-  for _ = 1, 64 do
-    local d = waitall(at, n)
-    if d == NEVER then return {3, 0} end
-    if d == 0 then break end
-    at = at + d
-  end
-  if waitall(at, n) ~= 0 then return {3, 0} end
-  if maxwait >= 0 and at - t > maxwait then return {0, at - t} end
-  local out = {1, at - t}
-  for i = 1, nl do
-    A[Ls[i].alg].take(Ls[i], at, n)
-    out[#out + 1] = A[Ls[i].alg].save(Ls[i], t)
-  end
-  return out
-end
--- try and peek
-local k = n
-if op == 'peek' then k = 1 end
-local allowed, retry = 1, 0
-for i = 1, nl do
-  local w = A[Ls[i].alg].wait(Ls[i], t, k)
-  if w ~= 0 then
-    allowed = 0
-    if w > retry then retry = w end
-  end
-end
-if op == 'try' and allowed == 1 then
-  for i = 1, nl do A[Ls[i].alg].take(Ls[i], t, n) end
-end
-local lim, rem, reset = 0, -1, 0
-for i = 1, nl do
-  local r, z = A[Ls[i].alg].state(Ls[i], t)
-  if rem < 0 or r < rem then rem, lim = r, Ls[i].lim end
-  if z > reset then reset = z end
-  -- a peek saves too: the state is the same, brought up to date (the
-  -- sliding log's expired entries are gone), and a full limiter is deleted
-  A[Ls[i].alg].save(Ls[i], t)
-end
-if allowed == 1 then retry = 0 end
-return {allowed, lim, rem, reset, retry}
+return out
 `
 
 // The algorithms' one-letter codes in the scripts.

@@ -47,6 +47,7 @@ type config struct {
 	failures int
 	cooldown time.Duration
 	observer func(Event)
+	leases   time.Duration
 }
 
 func defaults() config {
@@ -95,7 +96,25 @@ func WithLease(d time.Duration) Option {
 	}
 }
 
-// WithBatch sets the most calls sent to Redis in one pipeline (default 128).
+// WithLeases turns on lease mode, for quotas too hot for a round trip per
+// decision: each process leases a share of the spec's rate from Redis, per
+// key, decides locally at memory speed within it, and renews every refresh
+// interval, asking for a share in proportion to its recent demand; Redis
+// grants max-min fair shares that never sum past the rate. A lease lives
+// three refresh intervals: the share of a process that stopped renewing
+// (it died, or lost Redis) goes back to the others when it expires. The
+// spec (one, given to New) must be gcra or token_bucket. See the package
+// documentation for what it costs in exactness.
+func WithLeases(refresh time.Duration) Option {
+	return func(c *config) {
+		if refresh > 0 {
+			c.leases = refresh
+		}
+	}
+}
+
+// WithBatch sets the most calls sent to Redis in one round trip (default
+// 128).
 func WithBatch(n int) Option { return func(c *config) { c.batch = max(n, 1) } }
 
 // WithBreaker sets the circuit breaker: it opens after failures consecutive

@@ -42,13 +42,15 @@ type Repository struct {
 	cfg    config
 	limits []limit
 	script *redis.Script
-	maxN   int  // the most permits one call may take: the smallest limit
-	rate   bool // every limit is a bucket algorithm: Acquire reserves
-	conc   bool // some limit is a concurrency limit: permits are leases
+	fast   *fast // for a lone try or peek; nil when none fits
+	maxN   int   // the most permits one call may take: the smallest limit
+	rate   bool  // every limit is a bucket algorithm: Acquire reserves
+	conc   bool  // some limit is a concurrency limit: permits are leases
 
 	b     *batcher
 	cb    *gobreaker.CircuitBreaker[struct{}]
 	local *repository.Memory // FailLocal only
+	q     *quota             // lease mode (WithLeases) only
 
 	id  string
 	seq atomic.Uint64
@@ -123,6 +125,7 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		r.conc = r.conc || l.code == codeConcurrency
 	}
 	r.script = newScript(codes...)
+	r.fast = fastFor(r.limits)
 	if r.cfg.fail == FailLocal {
 		local := make([]limiters.Spec, len(specs))
 		for i, s := range specs {
@@ -140,7 +143,20 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		},
 	})
 	r.id = rand.Text()[:16] // names this repository's leases
+	if r.cfg.leases > 0 {
+		if len(specs) != 1 {
+			return nil, errors.New("redisrepo: WithLeases shares one limit: use New with one spec")
+		}
+		var err error
+		if r.q, err = newQuota(r, specs[0], r.cfg.leases); err != nil {
+			return nil, err
+		}
+	}
 	r.b = newBatcher(r)
+	if r.q != nil {
+		r.wg.Add(1)
+		go r.q.run()
+	}
 	if r.conc {
 		r.wg.Add(1)
 		go r.renew()
@@ -220,18 +236,22 @@ func chain(specs []limiters.Spec) limiters.Limiter {
 // keys are the Redis keys of key's limits: prefix{encoded key}:i<code>, and
 // the same with "s" appended for a sliding log's second key.
 func (r *Repository) keys(key string) []string {
-	base := r.cfg.prefix + "{" + encodeKey(key) + "}:"
+	enc := encodeKey(key)
 	ks := make([]string, 0, 2*len(r.limits))
 	for i, l := range r.limits {
-		k := base + strconv.Itoa(i) + l.code
-		ks = append(ks, k, k+"s")
+		k2 := r.cfg.prefix + "{" + enc + "}:" + strconv.Itoa(i) + l.code + "s"
+		ks = append(ks, k2[:len(k2)-1], k2) // one allocation for both
 	}
 	return ks
 }
 
 // call runs the script for key through the batcher.
 func (r *Repository) call(ctx context.Context, key, op string, n int, maxWait int64, id string, extra []string) (any, error) {
-	res, err := r.b.do(ctx, r.keys(key), r.args(op, n, maxWait, id, extra))
+	fast := r.fast
+	if op != "try" && op != "peek" {
+		fast = nil
+	}
+	res, err := r.b.do(ctx, r.script, fast, r.keys(key), r.args(op, n, maxWait, id, extra))
 	if ours(err) {
 		msg := strings.TrimPrefix(err.Error(), "THROTTLE foreign value at key ")
 		return nil, fmt.Errorf("%w %s", ErrForeignValue, msg)
@@ -246,7 +266,11 @@ func (r *Repository) args(op string, n int, maxWait int64, id string, extra []st
 		clock = strconv.FormatInt(r.clock(), 10)
 	}
 	args := make([]any, 0, 6+6*len(r.limits)+len(extra))
-	args = append(args, op, n, clock, maxWait, id, len(r.limits))
+	var wait any = maxWait
+	if maxWait == -1 {
+		wait = noWait
+	}
+	args = append(args, boxed[op], n, clock, wait, id, len(r.limits))
 	for _, l := range r.limits {
 		args = append(args, l.args[:]...)
 	}
@@ -255,6 +279,14 @@ func (r *Repository) args(op string, n int, maxWait int64, id string, extra []st
 	}
 	return args
 }
+
+// boxed holds the scripts' ops, and noWait a max wait of -1, as the
+// interface values args takes, so that making them costs no allocation.
+var (
+	boxed = map[string]any{"try": "try", "peek": "peek", "reserve": "reserve",
+		"cancel": "cancel", "release": "release", "renew": "renew"}
+	noWait any = int64(-1)
+)
 
 func (r *Repository) observe(e Event) {
 	if r.cfg.observer != nil {
@@ -296,17 +328,24 @@ func checkN(n int) {
 
 // TryAcquire takes n permits for key now or not at all, in one round trip.
 // n == 0 is a peek that takes nothing; n larger than the (smallest) limit
-// is refused at once with limiters.ErrExceedsLimit. The Decision's fields
+// is refused, as the local limiters refuse it: a Decision that is not
+// Allowed, with a zero RetryAfter (no wait helps) and the key's state, and
+// a nil error (Acquire returns limiters.ErrExceedsLimit). The Decision's fields
 // are what the local algorithm would report, with durations in whole
 // microseconds (Redis's clock resolution). While Redis is unreachable the
 // fail mode decides.
 func (r *Repository) TryAcquire(ctx context.Context, key string, n int) (limiters.Decision, error) {
 	checkN(n)
-	if n > r.maxN {
-		return limiters.Decision{Limit: r.maxN}, limiters.ErrExceedsLimit
-	}
 	if err := ctx.Err(); err != nil {
 		return limiters.Decision{}, err
+	}
+	if n > r.maxN {
+		d, err := r.TryAcquire(ctx, key, 0)
+		d.Allowed, d.RetryAfter = false, 0
+		return d, err
+	}
+	if r.q != nil {
+		return r.q.tryAcquire(ctx, key, n)
 	}
 	op, id := "try", ""
 	if n == 0 {
@@ -411,6 +450,9 @@ func (r *Repository) Acquire(ctx context.Context, key string, n int) error {
 	}
 	if n > r.maxN {
 		return limiters.ErrExceedsLimit
+	}
+	if r.q != nil {
+		return r.q.acquire(ctx, key, n)
 	}
 	if r.rate {
 		return r.reserve(ctx, key, n)
@@ -605,7 +647,12 @@ func (r *Repository) Reset(ctx context.Context, key string) error {
 	if r.local != nil {
 		r.local.Reset(ctx, key)
 	}
-	if err := r.client.Del(ctx, r.keys(key)...).Err(); err != nil {
+	keys := r.keys(key)
+	if r.q != nil {
+		r.q.forget(key)
+		keys = append(keys, r.q.key(key))
+	}
+	if err := r.client.Del(ctx, keys...).Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return nil

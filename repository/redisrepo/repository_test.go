@@ -34,8 +34,9 @@ func TestPeekAndExceeds(t *testing.T) {
 			if before.Allowed != after.Allowed || before.Remaining != after.Remaining {
 				t.Fatalf("peeks disagree: %+v then %+v", before, after)
 			}
-			if _, err := r.TryAcquire(ctx, "k", 4); !errors.Is(err, limiters.ErrExceedsLimit) {
-				t.Fatalf("TryAcquire(4) of 3: %v, want ErrExceedsLimit", err)
+			// As the local limiters: refused, the state reported, nothing taken.
+			if d, err := r.TryAcquire(ctx, "k", 4); err != nil || d.Allowed || d.Limit != 3 || d.Remaining != before.Remaining || d.RetryAfter != 0 {
+				t.Fatalf("TryAcquire(4) of 3: %+v, %v; want refused with Remaining %d", d, err, before.Remaining)
 			}
 			if err := r.Acquire(ctx, "k", 4); !errors.Is(err, limiters.ErrExceedsLimit) {
 				t.Fatalf("Acquire(4) of 3: %v, want ErrExceedsLimit", err)
