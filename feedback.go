@@ -26,15 +26,16 @@ import (
 // keys; ids name the Transport that calls (one per Transport).
 type FeedbackStore interface {
 	// Pause records that key is paused until until and tells every
-	// subscriber. It ends the probe lease id holds on key, if any.
+	// subscriber. The probe lease of key is id's until then: no Transport
+	// probes before the pause ends, even one the notice reaches late.
 	Pause(ctx context.Context, key, id string, until time.Time) error
 	// Resume tells every subscriber that key's pause is over (id's probe
 	// was admitted), and ends id's probe lease on key.
 	Resume(ctx context.Context, key, id string) error
 	// Probe elects the Transport that sends the probe after key's pause:
-	// it reports true if id holds the lease (it may probe), for at most
-	// lease; false while another Transport holds it.
-	Probe(ctx context.Context, key, id string, lease time.Duration) (bool, error)
+	// it returns the zero time if id holds the lease (it may probe), for
+	// at most lease; else the end of the lease another Transport holds.
+	Probe(ctx context.Context, key, id string, lease time.Duration) (held time.Time, err error)
 	// Claim takes one unit of key's shared quota for a request about to be
 	// sent (Grant.Seq > 0). It refuses until the quota's reset
 	// (Grant.Spent) when the server said nothing remains, and for a moment
@@ -131,11 +132,14 @@ func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok bool
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	if tk.probe {
-		won, err := t.store.Probe(ctx, g.key, t.id, probeLease)
+		held, err := t.store.Probe(ctx, g.key, t.id, probeLease)
 		t.storeErr(g.key, err)
-		if err == nil && !won {
+		if err == nil && !held.IsZero() {
+			// Another probes, or the pause it learned is not over: wait
+			// for the notice of its answer, or the end of its lease.
+			now := time.Now()
 			g.abort(tk)
-			g.hold(time.Now().Add(probeLease), true)
+			g.hold(minTime(maxTime(held, now.Add(time.Millisecond)), now.Add(probeLease)), true)
 			return false, Grant{}
 		}
 	}
@@ -148,10 +152,12 @@ func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok bool
 		return true, claim
 	}
 	g.abort(tk)
-	if claim.Spent {
+	if now := time.Now(); claim.Spent && claim.Retry.After(now) {
 		g.hold(claim.Retry, false)
 	} else {
-		g.holdBack(claim.Retry)
+		// A retry this clock already passed (the store's runs ahead):
+		// ask again a little later rather than at once.
+		g.holdBack(maxTime(claim.Retry, now.Add(blind)))
 	}
 	return false, Grant{}
 }
@@ -320,24 +326,22 @@ var _ FeedbackStore = (*MemoryFeedbackStore)(nil)
 
 // Pause implements FeedbackStore.
 func (s *MemoryFeedbackStore) Pause(_ context.Context, key, id string, until time.Time) error {
-	s.endLease(key, id)
+	s.mu.Lock()
+	s.probes[key] = lease{id: id, until: until}
+	s.mu.Unlock()
 	s.publish(Notice{Key: key, Until: until})
 	return nil
 }
 
 // Resume implements FeedbackStore.
 func (s *MemoryFeedbackStore) Resume(_ context.Context, key, id string) error {
-	s.endLease(key, id)
-	s.publish(Notice{Key: key})
-	return nil
-}
-
-func (s *MemoryFeedbackStore) endLease(key, id string) {
 	s.mu.Lock()
 	if s.probes[key].id == id {
 		delete(s.probes, key)
 	}
 	s.mu.Unlock()
+	s.publish(Notice{Key: key})
+	return nil
 }
 
 func (s *MemoryFeedbackStore) publish(n Notice) {
@@ -353,15 +357,15 @@ func (s *MemoryFeedbackStore) publish(n Notice) {
 }
 
 // Probe implements FeedbackStore.
-func (s *MemoryFeedbackStore) Probe(_ context.Context, key, id string, d time.Duration) (bool, error) {
+func (s *MemoryFeedbackStore) Probe(_ context.Context, key, id string, d time.Duration) (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	if l, ok := s.probes[key]; ok && l.id != id && now.Before(l.until) {
-		return false, nil
+		return l.until, nil
 	}
 	s.probes[key] = lease{id: id, until: now.Add(d)}
-	return true, nil
+	return time.Time{}, nil
 }
 
 func (s *MemoryFeedbackStore) quota(key string) *sharedQuota {

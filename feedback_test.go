@@ -180,9 +180,9 @@ func (c *countingStore) Resume(ctx context.Context, key, id string) error {
 	return c.FeedbackStore.Resume(ctx, key, id)
 }
 
-func (c *countingStore) Probe(ctx context.Context, key, id string, d time.Duration) (bool, error) {
+func (c *countingStore) Probe(ctx context.Context, key, id string, d time.Duration) (time.Time, error) {
 	if err := c.call(); err != nil {
-		return false, err
+		return time.Time{}, err
 	}
 	return c.FeedbackStore.Probe(ctx, key, id, d)
 }
@@ -242,8 +242,8 @@ func TestStoreDownFallsBackToLocal(t *testing.T) {
 }
 
 // TestMemoryFeedbackStore holds the in-memory store to its contract: one
-// probe lease at a time, given up by its holder's Pause or Resume or by
-// time; claims bounded by the least the server said remains less the
+// probe lease at a time, held through a pause, given up by its holder's
+// Resume or by time; claims bounded by the least the server said remains less the
 // claims on the wire; a new window replaces the old; notices reach every
 // subscriber until it stops.
 func TestMemoryFeedbackStore(t *testing.T) {
@@ -253,20 +253,29 @@ func TestMemoryFeedbackStore(t *testing.T) {
 		var got []Notice
 		stop := s.Subscribe(func(n Notice) { got = append(got, n) })
 
-		won, _ := s.Probe(ctx, "k", "a", time.Second)
+		probe := func(key, id string) bool {
+			held, err := s.Probe(ctx, key, id, time.Second)
+			require.NoError(t, err)
+			return held.IsZero()
+		}
+		won := probe("k", "a")
 		assert.True(t, won)
-		won, _ = s.Probe(ctx, "k", "b", time.Second)
+		won = probe("k", "b")
 		assert.False(t, won, "a holds the lease")
-		won, _ = s.Probe(ctx, "other", "b", time.Second)
+		won = probe("other", "b")
 		assert.True(t, won, "leases are per key")
 		until := time.Now().Add(time.Second)
 		require.NoError(t, s.Pause(ctx, "k", "a", until))
-		won, _ = s.Probe(ctx, "k", "b", time.Second)
-		assert.True(t, won, "a's Pause ended its lease")
+		won = probe("k", "b")
+		assert.False(t, won, "nobody probes before the pause ends")
 		time.Sleep(time.Second)
-		won, _ = s.Probe(ctx, "k", "a", time.Second)
-		assert.True(t, won, "b's lease ran out")
-		require.NoError(t, s.Resume(ctx, "k", "a"))
+		won = probe("k", "b")
+		assert.True(t, won, "the pause ended")
+		won = probe("k", "a")
+		assert.False(t, won, "b holds the lease")
+		require.NoError(t, s.Resume(ctx, "k", "b"))
+		won = probe("k", "a")
+		assert.True(t, won, "b's Resume ended its lease")
 		assert.Equal(t, []Notice{{Key: "k", Until: until}, {Key: "k"}}, got)
 
 		claim := func() Grant {

@@ -63,9 +63,18 @@ func (s *FeedbackStore) key(partition, kind string) string {
 // its last write: throttle.DefaultMaxPause, the longest a pause lasts.
 const feedbackTTL = int64(throttle.DefaultMaxPause / time.Millisecond)
 
-// notify ends id's probe lease (KEYS[1]) and publishes ARGV[2] on ARGV[3].
+// notify publishes ARGV[2] on ARGV[3]. A pause (ARGV[4], its end in ms,
+// not 0) makes the probe lease KEYS[1] ARGV[1]'s until it ends; a
+// resumption ends ARGV[1]'s lease.
 var notify = redis.NewScript(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) end
+local pause = tonumber(ARGV[4])
+if pause == 0 then
+	if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) end
+else
+	local t = redis.call("TIME")
+	local ms = pause - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+	if ms > 0 then redis.call("SET", KEYS[1], ARGV[1], "PX", ms) end
+end
 redis.call("PUBLISH", ARGV[3], ARGV[2])
 return 1`)
 
@@ -81,21 +90,25 @@ func (s *FeedbackStore) Resume(ctx context.Context, key, id string) error {
 
 func (s *FeedbackStore) notify(ctx context.Context, key, id string, until int64) error {
 	msg := strconv.FormatInt(until, 10) + " " + key
-	return unavailable(notify.Run(ctx, s.client, []string{s.key(key, "probe")}, id, msg, s.channel).Err())
+	return unavailable(notify.Run(ctx, s.client, []string{s.key(key, "probe")}, id, msg, s.channel,
+		until/int64(time.Millisecond)).Err())
 }
 
 // probe takes the lease KEYS[1] for ARGV[1] for ARGV[2] ms unless another
-// holds it.
+// holds it; it answers 0, or the ms the other's lease has left.
 var probe = redis.NewScript(`
 local v = redis.call("GET", KEYS[1])
-if v and v ~= ARGV[1] then return 0 end
+if v and v ~= ARGV[1] then return math.max(redis.call("PTTL", KEYS[1]), 1) end
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-return 1`)
+return 0`)
 
 // Probe implements throttle.FeedbackStore.
-func (s *FeedbackStore) Probe(ctx context.Context, key, id string, lease time.Duration) (bool, error) {
-	n, err := probe.Run(ctx, s.client, []string{s.key(key, "probe")}, id, max(lease.Milliseconds(), 1)).Int()
-	return n == 1, unavailable(err)
+func (s *FeedbackStore) Probe(ctx context.Context, key, id string, lease time.Duration) (time.Time, error) {
+	ms, err := probe.Run(ctx, s.client, []string{s.key(key, "probe")}, id, max(lease.Milliseconds(), 1)).Int64()
+	if err != nil || ms == 0 {
+		return time.Time{}, unavailable(err)
+	}
+	return time.Now().Add(time.Duration(ms) * time.Millisecond), nil
 }
 
 // A shared quota is the hash KEYS[1]: k (1: known), rem (the least the

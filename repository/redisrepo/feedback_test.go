@@ -24,12 +24,17 @@ import (
 
 // fleetOf returns n Transports, each with its own Redis client and
 // FeedbackStore on s (none when s is nil), partitioned by API key; all
-// closed when t ends.
+// closed when t ends. A failed call to the store fails t.
 func fleetOf(t *testing.T, s *redistest.Server, n int, opts ...throttle.Option) []*throttle.Transport {
 	t.Helper()
 	ts := make([]*throttle.Transport, n)
 	for i := range ts {
-		o := append([]throttle.Option{throttle.WithKey(keyextract.Header("X-API-Key"))}, opts...)
+		o := append([]throttle.Option{throttle.WithKey(keyextract.Header("X-API-Key")),
+			throttle.WithObserver(func(e throttle.Event) {
+				if e.Kind == throttle.EventStoreUnavailable {
+					t.Errorf("the store failed: %v", e.Err)
+				}
+			})}, opts...)
 		if s != nil {
 			fs := NewFeedbackStore(newClient(t, s))
 			t.Cleanup(func() { fs.Close() })
