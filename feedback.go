@@ -163,9 +163,9 @@ func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok bool
 }
 
 // share tells the store what the answer a to a request through the
-// partition's own gate g taught: a pause it began, the end of a pause (the
-// probe was admitted), the quota it reports; and settles the request's
-// claim. a is nil after a transport error.
+// partition's own gate g taught: a pause it began, the end of a pause (a
+// probe's answer that paused nothing), the quota it reports; and settles
+// the request's claim. a is nil after a transport error.
 func (t *Transport) share(g *gate, tk ticket, claim Grant, a *answer, paused time.Time) {
 	var q SharedQuota
 	if a != nil {
@@ -174,7 +174,7 @@ func (t *Transport) share(g *gate, tk ticket, claim Grant, a *answer, paused tim
 			g.shared.Store(true)
 		}
 	}
-	resume := tk.probe && a != nil && a.status < 400
+	resume := tk.probe && a != nil // unless the answer paused: then Pause
 	if claim.Seq == 0 && !q.Known && paused.IsZero() && !resume {
 		return // the server said nothing: no call to the store
 	}

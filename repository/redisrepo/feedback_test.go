@@ -18,6 +18,7 @@ import (
 
 	"github.com/throttlekit/throttle"
 	"github.com/throttlekit/throttle/internal/apisim"
+	"github.com/throttlekit/throttle/internal/feedbacktest"
 	"github.com/throttlekit/throttle/internal/redistest"
 	"github.com/throttlekit/throttle/keyextract"
 )
@@ -247,4 +248,14 @@ func TestFeedbackStoreRedisDown(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.True(t, errors.Is(events[0].Err, ErrUnavailable), "%v", events[0].Err)
 	assert.LessOrEqual(t, o.limited["k"], 3, "one refusal per pause of a second: the Transport's own")
+}
+
+// TestFeedbackStoreContract holds the Redis store to the contract every
+// store keeps (internal/feedbacktest), its clock Redis's.
+func TestFeedbackStoreContract(t *testing.T) {
+	require.Equal(t, feedbacktest.Blind, blind)
+	s := redistest.Start(t)
+	fs := NewFeedbackStore(newClient(t, s))
+	defer fs.Close()
+	feedbacktest.Contract(t, fs, 5*time.Millisecond)
 }
