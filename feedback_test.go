@@ -240,3 +240,39 @@ func TestStoreDownFallsBackToLocal(t *testing.T) {
 		assert.NotZero(t, s.calls.Load())
 	})
 }
+
+// TestProbeAnswerThatPausesNothingResumesTheFleet: after a pause, the
+// elected prober's answer (here a 404) pauses nothing, so the Transport
+// that lost the election goes at once instead of waiting out the lease.
+func TestProbeAnswerThatPausesNothingResumesTheFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if calls.Add(1) == 1 {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			w.WriteHeader(http.StatusNotFound)
+		})
+		ts := fleet(2, NewMemoryFeedbackStore(), h, 10*time.Millisecond)
+		defer ts[0].Close()
+		defer ts[1].Close()
+		resp, err := ts[0].RoundTrip(mustReq(t, "http://api.test/v1", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, tr := range ts {
+			wg.Go(func() {
+				resp, err := tr.RoundTrip(mustReq(t, "http://api.test/v1", nil))
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+					assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Less(t, time.Since(start), 1100*time.Millisecond, "the pause, two round trips, not the probe lease")
+	})
+}
