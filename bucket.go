@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/throttlekit/throttle/headers"
 )
 
 // A host often has several independent buckets, and says which one an
@@ -47,10 +45,15 @@ func WithBucketRoute(f func(*http.Request) string) Option {
 	return func(t *Transport) { t.route = f }
 }
 
-// bucketName returns the bucket an answer names, or "": GitHub's
-// x-ratelimit-resource, Discord's X-RateLimit-Bucket, or the pk of the
-// first IETF quota that has one.
-func bucketName(h http.Header, info *headers.Info) string {
+// bucketName returns the bucket an answer a (read from h) names, or "":
+// GitHub's x-ratelimit-resource, Discord's X-RateLimit-Bucket, or the pk
+// of the first IETF quota that has one. A success that reports no quota
+// teaches a bucket nothing, so its bucket is not looked for.
+func bucketName(h http.Header, a *answer) string {
+	info := &a.info
+	if len(info.Quotas) == 0 && !info.HasRetryAfter && a.status < 400 {
+		return ""
+	}
 	for _, name := range [...]string{"X-Ratelimit-Resource", "X-Ratelimit-Bucket"} {
 		if v := h[name]; len(v) > 0 && v[0] != "" {
 			return v[0]

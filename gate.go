@@ -700,7 +700,8 @@ const firstStep = 50 * time.Millisecond
 // nothing remains, it probes again after 50 ms, 100 ms, 200 ms, … up to
 // R+1s, and the probe that gets through teaches it the phase. Any other
 // reset that has passed while nothing remains means "not yet", not "no
-// information". g.mu must be held (Backoff uses a zero gate of its own).
+// information". A reset finer than the second is allowed resetSlack for its
+// rounding. g.mu must be held (Backoff uses a zero gate of its own).
 func (g *gate) resetFor(q headers.Quota, now time.Time) time.Time {
 	r := q.Reset
 	if r.IsZero() {
@@ -726,13 +727,20 @@ func (g *gate) resetFor(q headers.Quota, now time.Time) time.Time {
 			return minTime(now.Add(step), end)
 		}
 	} else if r.After(now) {
-		return r
+		return r.Add(resetSlack)
 	}
 	if q.Remaining == 0 {
 		return now.Add(notYet)
 	}
 	return r
 }
+
+// resetSlack is added to a reset written finer than the second: fields
+// written to the millisecond (Reset-After: 0.25, epoch milliseconds) are
+// rounded, so the window may end up to that much after what they say, and
+// a request sent at the reset over a fast link would reach the server
+// while the old window is still full.
+const resetSlack = time.Millisecond
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {

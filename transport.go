@@ -256,14 +256,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var g, own *gate
 	var r route
+	routed := false // r is req's route
 	var tk ticket
 	var claim Grant // a unit of the fleet's shared quota (feedback.go)
 	if t.feedback {
 		own = t.gate(key)
-		r = t.routeOf(req)
 		g = own
-		if b := own.routed(r); b != nil {
-			g = b
+		if own.routes.Load() != nil {
+			// The host's answers named buckets: which is req's?
+			r, routed = t.routeOf(req), true
+			if b := own.routed(r); b != nil {
+				g = b
+			}
 		}
 		for {
 			var w *gwaiter
@@ -289,6 +293,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if g != nil {
 			g.abort(tk)
 		}
+		if claim.Seq > 0 {
+			t.share(own, ticket{}, claim, nil, time.Time{}) // never sent: the claim goes back
+		}
 		return nil, t.refuse(req, key, b.explain(err, key, ""))
 	}
 	if t.observer != nil {
@@ -297,7 +304,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.base.RoundTrip(req)
 	if g != nil {
-		t.learn(own, g, r, tk, claim, resp)
+		t.learn(own, g, req, r, routed, tk, claim, resp)
 	}
 	if err != nil {
 		t.release(key, n)
@@ -324,8 +331,10 @@ func (t *Transport) routeOf(req *http.Request) route {
 // learn settles the request let through by g (a bucket's gate, or the
 // partition's own gate own) and learns from its answer: in the gate of
 // the bucket the answer names, if it names one (learning the route's
-// bucket), else in g.
-func (t *Transport) learn(own, g *gate, r route, tk ticket, claim Grant, resp *http.Response) {
+// bucket), else in g. r is req's route if routed; else it is worked out
+// only if the answer names a bucket. claim is the request's unit of the
+// fleet's shared quota (feedback.go), if any.
+func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk ticket, claim Grant, resp *http.Response) {
 	now := time.Now()
 	if resp == nil {
 		g.done(tk, nil, now)
@@ -336,7 +345,10 @@ func (t *Transport) learn(own, g *gate, r route, tk ticket, claim Grant, resp *h
 	}
 	a := read(resp, headers.PeekBody(resp), now)
 	lg := g
-	if name := bucketName(resp.Header, &a.info); name != "" && name != g.name {
+	if name := bucketName(resp.Header, &a); name != "" && name != g.name {
+		if !routed {
+			r = t.routeOf(req)
+		}
 		lg = own.bucket(name, r)
 	}
 	if lg == g {

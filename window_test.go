@@ -1,0 +1,138 @@
+package throttle
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlekit/throttle/internal/apisim"
+)
+
+// requestWindow is a fixed window that starts at the first request after
+// the last one ended (as ExampleNewTransport's server), and writes its
+// reset as X-RateLimit-Reset-After in seconds to the millisecond, rounded
+// to the nearest as strconv does (Discord's form): up to half a
+// millisecond short.
+type requestWindow struct {
+	mu          sync.Mutex
+	limit, used int
+	length      time.Duration
+	end         time.Time
+	ok, refused int
+}
+
+func (s *requestWindow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if !now.Before(s.end) {
+		s.used, s.end = 0, now.Add(s.length)
+	}
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(s.limit))
+	h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(s.end.Sub(now).Seconds(), 'f', 3, 64))
+	if s.used == s.limit {
+		s.refused++
+		h.Set("X-RateLimit-Remaining", "0")
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	s.used++
+	s.ok++
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(s.limit-s.used))
+}
+
+// TestResetAfterRoundedToTheMillisecond: a reset written to the
+// millisecond may be rounded half a millisecond short of the window's
+// real end. With answers that take no time to come back, a client that
+// took it at its word would send its next window's first request while
+// the server's window is still full: the gate allows a millisecond, the
+// field's resolution (the cause of ExampleNewTransport's rare 429 over
+// loopback, where a round trip can take less than that).
+func TestResetAfterRoundedToTheMillisecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Off the whole second (a bubble starts on one), where a reset
+		// could be taken for one written in whole seconds.
+		time.Sleep(123456789 * time.Nanosecond)
+		// 1.0004 s: every reset it writes is 0.4 ms short.
+		s := &requestWindow{limit: 5, length: time.Second + 400*time.Microsecond}
+		tr := NewTransport(&apisim.Transport{Handler: s})
+		defer tr.Close()
+		client := &http.Client{Transport: tr}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 5 {
+					resp, err := client.Get("http://api.test/")
+					if !assert.NoError(t, err) {
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 20, s.ok+s.refused)
+		assert.Zero(t, s.refused, "refusals")
+	})
+}
+
+// TestReorderedAnswersNeverRaiseTheCount: within a window the server's
+// remaining only falls, so answers that arrive in the reverse of the order
+// the server wrote them (9, 8, 7, 6, 5 left, arriving 5 first) leave the
+// gate's count at 5, the least it heard, not at the 9 it heard last. (The
+// gate tells a stale answer by the answers it had learned from when its
+// request was sent, not by its arrival: this holds the model to it.) An
+// answer to a request sent after those were learned is fresher and is
+// believed, and a later reset is a new window.
+func TestReorderedAnswersNeverRaiseTheCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(123456789 * time.Nanosecond) // off the whole second
+		g := &gate{key: "api.test", maxPause: time.Minute}
+		defer g.close()
+		answer := func(tk ticket, remaining int, resetAfter string) {
+			h := http.Header{}
+			h.Set("X-RateLimit-Limit", "100")
+			h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+			h.Set("X-RateLimit-Reset-After", resetAfter)
+			g.done(tk, answerOf(&http.Response{StatusCode: http.StatusOK, Header: h}), time.Now())
+		}
+		avail := func() int64 {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return g.quotas[0].avail(time.Now(), g.onWire())
+		}
+		send := func() ticket {
+			tk, w, err := g.enter(context.Background(), time.Time{}, nil)
+			require.NoError(t, err)
+			require.Nil(t, w, "a request goes at once")
+			return tk
+		}
+		var sent [5]ticket
+		for i := range sent {
+			sent[i] = send()
+		}
+		for i := len(sent) - 1; i >= 0; i-- { // the server counted them in order
+			answer(sent[i], 99-i, "10")
+			// Those still on the wire may be missing from its count.
+			assert.EqualValues(t, 95-i, avail(), "after the answer that said %d left", 99-i)
+		}
+		tk := send()
+		time.Sleep(10 * time.Millisecond)
+		answer(tk, 94, "9.99")
+		assert.EqualValues(t, 94, avail(), "a fresh answer is believed")
+		time.Sleep(10 * time.Second)
+		tk = send() // the probe of the next window
+		answer(tk, 99, "10")
+		assert.EqualValues(t, 99, avail(), "a new window")
+	})
+}
