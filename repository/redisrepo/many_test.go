@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/throttlekit/throttle/internal/redistest"
 	"github.com/throttlekit/throttle/limiters"
 )
@@ -125,5 +127,41 @@ func TestTryAcquireManyFailMode(t *testing.T) {
 	cancel()
 	if _, errs = open.TryAcquireMany(cctx, calls); !errors.Is(errs[0], context.Canceled) {
 		t.Errorf("with a cancelled ctx: %v", errs[0])
+	}
+}
+
+// TestTryAcquireManyCluster: on a Cluster a batch is one pipeline (one
+// script call per hash tag, sent to each master at once), still deciding
+// the calls of one key in order.
+func TestTryAcquireManyCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	h := &roundTrips{}
+	c.AddHook(h)
+	ctx := ctxT(t)
+	for alg, spec := range map[string]limiters.Spec{"gcra": specs(5, time.Minute)[limiters.AlgGCRA], "fixed_window": {Algorithm: limiters.AlgFixedWindow, Limit: 5, Window: time.Minute}} {
+		t.Run(alg, func(t *testing.T) {
+			r := newRepo(t, c, spec, WithPrefix(alg+":"), WithBatch(240))
+			calls := make([]Call, 240) // six of each key: the sixth is refused
+			for i := range calls {
+				calls[i] = Call{Key: "k" + strconv.Itoa(i%40), N: 1}
+			}
+			warm := make([]Call, 40)
+			for i := range warm {
+				warm[i] = Call{Key: "warm" + strconv.Itoa(i), N: 1}
+			}
+			r.TryAcquireMany(ctx, warm) // loads the scripts on every master
+			single, pipes := h.single.Load(), h.pipes.Load()
+			ds, errs := r.TryAcquireMany(ctx, calls)
+			if s, p := h.single.Load()-single, h.pipes.Load()-pipes; s != 0 || p != 1 {
+				t.Fatalf("%d commands and %d pipelines for a batch, want one pipeline", s, p)
+			}
+			for i := range calls {
+				if errs[i] != nil || ds[i].Allowed != (i < 200) || ds[i].Remaining != max(4-i/40, 0) {
+					t.Fatalf("call %d (the %dth of its key): %+v %v", i, i/40, ds[i], errs[i])
+				}
+			}
+		})
 	}
 }
