@@ -70,24 +70,10 @@ func TestBatchRoundTrips(t *testing.T) {
 	}
 }
 
-// batchPolicy has three rules of limits and one of cost caps.
-const batchPolicy = `default_plan: free
-plans:
-  free:
-    default:
-      limits:
-        - {algorithm: fixed_window, limit: 5, window: 1m}
-    endpoints:
-      "POST /api/ask":
-        limits:
-          - {algorithm: sliding_log, limit: 3, window: 1m}
-        cost_caps:
-          - {algorithm: fixed_window, limit: 8, window: 1h}
-  pro:
-    default:
-      limits:
-        - {algorithm: gcra, rate: 100/m, limit: 100}
-`
+// batchPolicy is testPolicy with cost caps on POST /api/ask: three rules
+// of limits and one of cost caps.
+var batchPolicy = strings.Replace(testPolicy, "limit: 3, window: 1m}\n",
+	"limit: 3, window: 1m}\n        cost_caps:\n          - {algorithm: fixed_window, limit: 8, window: 1h}\n", 1)
 
 // TestBatchAcrossRules: a batch mixing rules, plans, repeated keys, costs
 // and invalid checks is decided in Redis as in memory, where its checks go
