@@ -158,8 +158,8 @@ func TestBatchConcurrencyLimit(t *testing.T) {
 }
 
 // TestBatchReloadUnderLoad: reloads while batches are gathered in Redis
-// neither block nor lose a check: a batch holds the policy it started
-// under until its last check is decided.
+// neither block nor lose a check, and a batch is decided under one policy,
+// the one in force when it arrived, until its last check.
 func TestBatchReloadUnderLoad(t *testing.T) {
 	f := start(t, redisClient(t))
 	checks := make([]string, 50)
@@ -174,16 +174,25 @@ func TestBatchReloadUnderLoad(t *testing.T) {
 			for !stop.Load() {
 				status, out := f.svc.handleBatch(context.Background(), body)
 				var res ratelimitd.BatchResponse
-				if assert.Equal(t, http.StatusOK, status) && assert.NoError(t, json.Unmarshal(out, &res)) {
-					for _, r := range res.Results {
-						assert.Nil(t, r.Error)
-						assert.Equal(t, 100, r.Limit)
-					}
+				if !assert.Equal(t, http.StatusOK, status) || !assert.NoError(t, json.Unmarshal(out, &res)) {
+					return
+				}
+				limit := res.Results[0].Limit
+				assert.Contains(t, []int{100, 200}, limit)
+				for _, r := range res.Results {
+					assert.Nil(t, r.Error)
+					assert.Equal(t, limit, r.Limit, "one batch, one policy")
 				}
 			}
 		})
 	}
-	for range 20 {
+	other := strings.Replace(testPolicy, "rate: 100/m, limit: 100", "rate: 200/m, limit: 200", 1)
+	for i := range 40 {
+		policy := testPolicy
+		if i%2 == 0 {
+			policy = other
+		}
+		require.NoError(t, os.WriteFile(f.file, []byte(policy), 0o600))
 		require.NoError(t, f.svc.Reload())
 	}
 	stop.Store(true)
