@@ -129,6 +129,8 @@ type view struct {
 
 func (view) Close() error { return nil }
 
+// TryAcquire waits for the round of the batch ctx carries, when there is
+// one and the limits are in Redis; otherwise it asks the repository.
 func (v view) TryAcquire(ctx context.Context, key string, n int) (limiters.Decision, error) {
 	if sl, ok := ctx.Value(slotKey{}).(slot); ok && v.redis != nil {
 		return sl.g.try(sl.idx, v.redis, key, n)
