@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -180,45 +179,6 @@ func (s *Service) handleCheck(ctx context.Context, body []byte) (int, []byte) {
 	return http.StatusOK, jsonBytes(res)
 }
 
-func (s *Service) handleBatch(ctx context.Context, body []byte) (int, []byte) {
-	var b ratelimitd.BatchRequest
-	if p := decodeStrict(body, &b); p != nil {
-		return p.Status, jsonBytes(p)
-	}
-	if len(b.Checks) == 0 || len(b.Checks) > ratelimitd.MaxBatch {
-		p := problem(http.StatusBadRequest, "a batch holds 1 to "+strconv.Itoa(ratelimitd.MaxBatch)+" checks, got "+strconv.Itoa(len(b.Checks)))
-		return p.Status, jsonBytes(p)
-	}
-	out := ratelimitd.BatchResponse{Results: make([]ratelimitd.BatchItem, len(b.Checks))}
-	one := func(i int) {
-		res, p := s.decide(ctx, b.Checks[i], false)
-		out.Results[i] = ratelimitd.BatchItem{Result: res, Error: p}
-	}
-	if s.cfg.Redis == nil {
-		for i := range b.Checks {
-			one(i)
-		}
-	} else {
-		// Concurrent calls of a Redis repository share pipelines: the
-		// batch's checks go to Redis together, one goroutine per key,
-		// so that the checks of one key are still decided in order.
-		byKey := make(map[string][]int)
-		for i, c := range b.Checks {
-			byKey[c.Key] = append(byKey[c.Key], i)
-		}
-		var wg sync.WaitGroup
-		for _, idx := range byKey {
-			wg.Go(func() {
-				for _, i := range idx {
-					one(i)
-				}
-			})
-		}
-		wg.Wait()
-	}
-	return http.StatusOK, jsonBytes(out)
-}
-
 func (s *Service) handleState(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	zero := 0
@@ -328,15 +288,21 @@ func (s *Service) decide(ctx context.Context, c ratelimitd.Check, peek bool) (ra
 	if p != nil {
 		return ratelimitd.Result{}, p
 	}
-	cost := 1
-	if c.Cost != nil {
-		cost = *c.Cost
-	}
 	g := s.acquire()
 	if g == nil {
 		return ratelimitd.Result{}, errShutdown
 	}
 	defer g.mu.RUnlock()
+	return decideIn(ctx, g, c, method, path, peek)
+}
+
+// decideIn runs the validated check c (its endpoint split into method and
+// path) through g's policy.
+func decideIn(ctx context.Context, g *generation, c ratelimitd.Check, method, path string, peek bool) (ratelimitd.Result, *ratelimitd.Problem) {
+	cost := 1
+	if c.Cost != nil {
+		cost = *c.Cost
+	}
 	o := &outcome{}
 	req := (&http.Request{
 		Method: method,

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository"
+	"github.com/throttlekit/throttle/repository/ratelimitd"
 	"github.com/throttlekit/throttle/repository/redisrepo"
 	"github.com/throttlekit/throttle/server"
 )
@@ -83,6 +85,7 @@ type generation struct {
 	policy *server.Policy
 	info   PolicyInfo
 	repos  []*ruleRepo
+	holds  bool // some rule's limits hold permits (a concurrency limit)
 }
 
 // PolicyInfo is GET /v1/policies' answer: the policy in force.
@@ -112,13 +115,28 @@ type ruleView struct {
 type ruleRepo struct {
 	repo  repository.Repository
 	admin repository.Admin
+	redis *redisrepo.Repository // the same repository in Redis; nil in memory
+	holds bool                  // a concurrency limit: permits are held
 }
 
 // view is what a Policy gets: its Close does nothing, since the service
-// decides when a ruleRepo goes.
-type view struct{ repository.Repository }
+// decides when a ruleRepo goes, and its TryAcquire joins the batch its ctx
+// carries, if any (see gather).
+type view struct {
+	repository.Repository
+	redis *redisrepo.Repository
+}
 
 func (view) Close() error { return nil }
+
+// TryAcquire waits for the round of the batch ctx carries, when there is
+// one and the limits are in Redis; otherwise it asks the repository.
+func (v view) TryAcquire(ctx context.Context, key string, n int) (limiters.Decision, error) {
+	if sl, ok := ctx.Value(slotKey{}).(slot); ok && v.redis != nil {
+		return sl.g.try(sl.idx, v.redis, key, n)
+	}
+	return v.Repository.TryAcquire(ctx, key, n)
+}
 
 // The headers through which a check reaches the policy's extractors.
 const (
@@ -218,7 +236,8 @@ func (s *Service) load() (*generation, map[string]*ruleRepo, error) {
 			return nil, err
 		}
 		g.repos = append(g.repos, r)
-		return view{r.repo}, nil
+		g.holds = g.holds || r.holds
+		return view{r.repo, r.redis}, nil
 	}
 	pcfg, err = server.DecodePolicyConfig(data, format)
 	if err == nil {
@@ -297,16 +316,17 @@ func (s *Service) ruleRepo(specs []limiters.Spec, seen map[string]int, next map[
 		next[id] = r
 		return r, nil
 	}
-	var r *ruleRepo
+	r := &ruleRepo{holds: slices.ContainsFunc(specs, func(sp limiters.Spec) bool { return sp.Algorithm == limiters.AlgConcurrency })}
 	if s.cfg.Redis != nil {
 		rr, err := redisrepo.NewChain(s.cfg.Redis, specs,
 			redisrepo.WithPrefix("ratelimitd:"+id+":"),
 			redisrepo.WithFailMode(s.cfg.FailMode),
+			redisrepo.WithBatch(ratelimitd.MaxBatch),
 			redisrepo.WithObserver(s.redisEvent))
 		if err != nil {
 			return nil, err
 		}
-		r = &ruleRepo{repo: rr, admin: rr}
+		r.repo, r.admin, r.redis = rr, rr, rr
 	} else {
 		maxKeys := cfg.MaxKeys
 		if maxKeys == 0 {
@@ -322,7 +342,7 @@ func (s *Service) ruleRepo(specs []limiters.Spec, seen map[string]int, next map[
 			}
 			return limiters.Chain(ls...)
 		}, repository.WithMaxKeys(maxKeys), repository.WithIdleTimeout(cfg.IdleTimeout))
-		r = &ruleRepo{repo: m, admin: m}
+		r.repo, r.admin = m, m
 	}
 	next[id] = r
 	return r, nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -451,31 +450,4 @@ func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error { r.n.Add(1); return next(ctx, cmds) }
-}
-
-// TestBatchRoundTrips: a batch's checks of distinct keys share pipelines:
-// a batch of 200 costs a handful of round trips to Redis, not 200.
-func TestBatchRoundTrips(t *testing.T) {
-	c := redisClient(t)
-	rt := &roundTrips{}
-	c.AddHook(rt)
-	f := start(t, c)
-	items := make([]string, 200)
-	for i := range items {
-		items[i] = fmt.Sprintf(`{"key":"rt%d","plan":"pro"}`, i)
-	}
-	body := `{"checks":[` + strings.Join(items, ",") + `]}`
-	f.call(t, "POST", "/v1/check/batch", body, nil, nil) // loads the scripts
-	for range 5 {
-		before := rt.n.Load()
-		var out ratelimitd.BatchResponse
-		require.Equal(t, http.StatusOK, f.call(t, "POST", "/v1/check/batch", body, nil, &out).StatusCode)
-		trips := rt.n.Load() - before
-		t.Logf("a batch of 200 checks: %d round trips", trips)
-		assert.LessOrEqual(t, trips, int64(10))
-		for _, r := range out.Results {
-			require.Nil(t, r.Error)
-			require.True(t, r.Allowed)
-		}
-	}
 }

@@ -62,7 +62,8 @@
 // goroutine per Repository: no goroutine per call, and no added latency when
 // the connection is idle. The batch is one script call that decides every
 // call in it in order, with one TIME (on a Cluster, one per hash tag, in
-// one pipeline). Tries and peeks of a lone GCRA limit whose interval is a
+// one pipeline); TryAcquireMany sends a slice of tries and peeks that way in
+// a round trip of its own. Tries and peeks of a lone GCRA limit whose interval is a
 // whole number of microseconds, or of a lone sliding window, take a
 // shorter script that writes the state only when a grant changes it. A
 // call returns as soon as its ctx is done, and waits at most WithTimeout
