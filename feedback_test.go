@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/throttlekit/throttle/limiters"
 )
 
 // outage answers 429 with Retry-After: 1 to every request until its end,
@@ -274,5 +276,45 @@ func TestProbeAnswerThatPausesNothingResumesTheFleet(t *testing.T) {
 		}
 		wg.Wait()
 		assert.Less(t, time.Since(start), 1100*time.Millisecond, "the pause, two round trips, not the probe lease")
+	})
+}
+
+// settleCounter counts claims granted and claims settled.
+type settleCounter struct {
+	FeedbackStore
+	claims, settled atomic.Int64
+}
+
+func (c *settleCounter) Claim(ctx context.Context, key string) (Grant, error) {
+	g, err := c.FeedbackStore.Claim(ctx, key)
+	if g.Seq > 0 {
+		c.claims.Add(1)
+	}
+	return g, err
+}
+
+func (c *settleCounter) Settle(ctx context.Context, key string, g Grant, q SharedQuota) error {
+	if g.Seq > 0 {
+		c.settled.Add(1)
+	}
+	return c.FeedbackStore.Settle(ctx, key, g, q)
+}
+
+// TestClaimOfARequestNeverSentGoesBack: a request that claimed a unit of
+// the fleet's quota and then was refused by the Transport's own limiter
+// gives its claim back.
+func TestClaimOfARequestNeverSentGoesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &settleCounter{FeedbackStore: NewMemoryFeedbackStore()}
+		tr := NewTransport(handlerTransport{h: quotaAPI(100, time.Second), latency: time.Millisecond},
+			WithFeedbackStore(s), WithLimiter(limiters.NewConcurrency(1)), WithMaxWait(10*time.Millisecond))
+		defer tr.Close()
+		held, err := tr.RoundTrip(mustReq(t, "http://api.test/v1", nil)) // learns the quota; holds the permit
+		require.NoError(t, err)
+		_, err = tr.RoundTrip(mustReq(t, "http://api.test/v1", nil))
+		require.ErrorIs(t, err, limiters.ErrRateLimited)
+		held.Body.Close()
+		assert.Equal(t, int64(1), s.claims.Load())
+		assert.Equal(t, int64(1), s.settled.Load())
 	})
 }
