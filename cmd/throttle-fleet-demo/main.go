@@ -182,9 +182,16 @@ func runRound(c config, exe, addr string, shared bool) (round, error) {
 
 // worker sends requests GETs to url with goroutines goroutines through one
 // Transport (sharing a FeedbackStore on the Redis at redisAddr, if set),
-// retrying each 429, and writes its result as JSON to w.
+// retrying each 429, and writes its result as JSON to w. A failure of the
+// store fails the worker: the figures would not be the store's.
 func worker(w io.Writer, url, redisAddr string, goroutines, requests int) error {
-	opts := []throttle.Option{throttle.WithKey(keyextract.Header("X-API-Key"))}
+	var storeErr atomic.Pointer[error]
+	opts := []throttle.Option{throttle.WithKey(keyextract.Header("X-API-Key")),
+		throttle.WithObserver(func(e throttle.Event) {
+			if e.Kind == throttle.EventStoreUnavailable {
+				storeErr.CompareAndSwap(nil, &e.Err)
+			}
+		})}
 	if redisAddr != "" {
 		client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 		defer client.Close()
@@ -220,6 +227,9 @@ func worker(w io.Writer, url, redisAddr string, goroutines, requests int) error 
 	wg.Wait()
 	if p := firstErr.Load(); p != nil {
 		return *p
+	}
+	if p := storeErr.Load(); p != nil {
+		return fmt.Errorf("the feedback store failed: %w", *p)
 	}
 	return json.NewEncoder(w).Encode(res)
 }
