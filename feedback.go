@@ -248,14 +248,38 @@ func (g *gate) resumeShared() {
 }
 
 // MemoryFeedbackStore is a FeedbackStore in memory, shared by the
-// Transports of one process (and by tests and examples). Its zero value is
+// Transports of one process (and by tests and examples). What it holds of
+// a key is forgotten once it no longer matters (a lease that ran out, a
+// quota whose reset passed), so the keys it holds stay bounded by those
+// in use. Its zero value is
 // not usable: call NewMemoryFeedbackStore. It is safe for concurrent use.
 type MemoryFeedbackStore struct {
-	mu     sync.Mutex
-	probes map[string]lease
-	quotas map[string]*sharedQuota
-	subs   map[int]func(Notice)
-	next   int
+	mu      sync.Mutex
+	probes  map[string]lease
+	quotas  map[string]*sharedQuota
+	subs    map[int]func(Notice)
+	next    int
+	sweepAt int // sweep the keys when there are this many
+}
+
+// sweep forgets, once the store holds maxIdleGates keys or twice what
+// survived the last sweep, the leases that ran out and the quotas whose
+// reset passed with no claim on the wire. s.mu must be held.
+func (s *MemoryFeedbackStore) sweep(now time.Time) {
+	if len(s.probes)+len(s.quotas) < max(s.sweepAt, maxIdleGates) {
+		return
+	}
+	for k, l := range s.probes {
+		if !now.Before(l.until) {
+			delete(s.probes, k)
+		}
+	}
+	for k, q := range s.quotas {
+		if q.inflight == 0 && !now.Before(q.Reset) {
+			delete(s.quotas, k)
+		}
+	}
+	s.sweepAt = 2 * (len(s.probes) + len(s.quotas))
 }
 
 type lease struct {
@@ -327,6 +351,7 @@ var _ FeedbackStore = (*MemoryFeedbackStore)(nil)
 // Pause implements FeedbackStore.
 func (s *MemoryFeedbackStore) Pause(_ context.Context, key, id string, until time.Time) error {
 	s.mu.Lock()
+	s.sweep(time.Now())
 	s.probes[key] = lease{id: id, until: until}
 	s.mu.Unlock()
 	s.publish(Notice{Key: key, Until: until})
@@ -364,6 +389,7 @@ func (s *MemoryFeedbackStore) Probe(_ context.Context, key, id string, d time.Du
 	if l, ok := s.probes[key]; ok && l.id != id && now.Before(l.until) {
 		return l.until, nil
 	}
+	s.sweep(now)
 	s.probes[key] = lease{id: id, until: now.Add(d)}
 	return time.Time{}, nil
 }
@@ -371,6 +397,7 @@ func (s *MemoryFeedbackStore) Probe(_ context.Context, key, id string, d time.Du
 func (s *MemoryFeedbackStore) quota(key string) *sharedQuota {
 	q := s.quotas[key]
 	if q == nil {
+		s.sweep(time.Now())
 		q = new(sharedQuota)
 		s.quotas[key] = q
 	}

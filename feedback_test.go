@@ -318,3 +318,29 @@ func TestClaimOfARequestNeverSentGoesBack(t *testing.T) {
 		assert.Equal(t, int64(1), s.settled.Load())
 	})
 }
+
+// TestMemoryFeedbackStoreForgets: leases that ran out and quotas whose
+// reset passed are forgotten once many keys were used.
+func TestMemoryFeedbackStoreForgets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := NewMemoryFeedbackStore()
+		reset := time.Now().Add(time.Second)
+		for i := range 3 * maxIdleGates {
+			key := fmt.Sprint(i)
+			_, err := s.Probe(ctx, key, "a", time.Second)
+			require.NoError(t, err)
+			g, err := s.Claim(ctx, key)
+			require.NoError(t, err)
+			require.NoError(t, s.Settle(ctx, key, g, SharedQuota{Known: true, Remaining: 1, Reset: reset}))
+			if i == maxIdleGates {
+				time.Sleep(2 * time.Second) // what came before has run out
+			}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		assert.LessOrEqual(t, len(s.probes), 2*maxIdleGates+2)
+		assert.LessOrEqual(t, len(s.quotas), 2*maxIdleGates+2)
+		assert.Contains(t, s.quotas, fmt.Sprint(3*maxIdleGates-1), "a key in use is kept")
+	})
+}
