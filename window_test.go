@@ -144,7 +144,8 @@ func TestReorderedAnswersNeverRaiseTheCount(t *testing.T) {
 // probe that finds it open goes a second after the reset; the window it
 // opens ends where that probe fell in its second, not 999 ms after the
 // next whole second (which made every later window wait a second too
-// long: 1.5-1.8× the ideal time).
+// long: 1.5-1.8× the ideal time). 1.02-1.20× today, varying with the
+// order the goroutines run in, hence the bound of 1.25×.
 func TestWindowsFromARequestOffTheWholeSecond(t *testing.T) {
 	const ideal = 9 * time.Second // 200 requests, 20 a window, the first at once
 	for _, off := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond} {
@@ -158,7 +159,7 @@ func TestWindowsFromARequestOffTheWholeSecond(t *testing.T) {
 				ok, limited := a.counts()
 				assert.Equal(t, 200, ok)
 				assert.LessOrEqual(t, limited, 3, "429s")
-				assert.LessOrEqual(t, elapsed.Seconds()/ideal.Seconds(), 1.15, "elapsed %v", elapsed)
+				assert.LessOrEqual(t, elapsed.Seconds()/ideal.Seconds(), 1.25, "elapsed %v", elapsed)
 			})
 		})
 	}
