@@ -24,7 +24,7 @@ const (
 	// aimdRun is the successes after which the rate grows by aimdGain of
 	// the rate at the last decrease.
 	aimdRun       = 20
-	aimdGain      = 0.02
+	aimdGain      = 0.01
 	aimdProbeGain = 0.2
 	// aimdCut multiplies the interval on a refusal, on top of the interval
 	// the server was seen to accept.
@@ -39,9 +39,12 @@ const (
 
 // refused applies a fresh refusal at now. ok successes came back since
 // resumed, the end of the last pause, and inflight requests were on the
-// wire. If the refusal ends a run of successes long enough to measure what
-// the server accepted (aimdSamples over aimdSpan), the interval becomes
-// the larger of the current one and the measured one, times aimdCut. A
+// wire, the refused one included. If the refusal ends a run of successes
+// long enough to measure what the server accepted (aimdSamples over
+// aimdSpan), the interval becomes the larger of the current one and the
+// measured one — the time since resumed over the requests sent in it that
+// it did not refuse: the successes and the others still on the wire, which
+// it took too — times aimdCut. A
 // refusal with no success since the last pause changes nothing (the gate's
 // backoff grows instead). On a first refusal, with nothing measured, the
 // interval is a guess — that the server takes per second what it took
@@ -50,7 +53,7 @@ const (
 func (a *aimd) refused(now, resumed time.Time, ok, inflight int) {
 	switch {
 	case ok >= aimdSamples && now.Sub(resumed) >= aimdSpan:
-		a.step = time.Duration(float64(max(a.step, now.Sub(resumed)/time.Duration(ok))) * aimdCut)
+		a.step = time.Duration(float64(max(a.step, now.Sub(resumed)/time.Duration(ok+max(inflight-1, 0)))) * aimdCut)
 		a.calibrated = true
 	case a.step > 0 && ok == 0:
 		return

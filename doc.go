@@ -81,7 +81,9 @@
 //     reset R is taken as a moment in [R, R+1s): the Transport learns each
 //     server's sub-second phase from the first probe that opens a new
 //     window, and after a refused probe tries again in growing steps from
-//     50 ms rather than losing the second); a reset that has passed while
+//     50 ms rather than losing the second); resets written to the
+//     millisecond (Reset-After: 0.25) rounded, so a millisecond short (the
+//     Transport waits that millisecond more); a reset that has passed while
 //     nothing remains means "not yet", not "no information"; windows that
 //     start at a client's first request.
 //   - No pause exceeds WithMaxPause (default 15 minutes), so a hostile

@@ -545,7 +545,16 @@ func (g *gate) learnQuotas(tk ticket, a *answer, now time.Time) time.Time {
 			// latency varies, and a window that starts when a request
 			// arrives ends later by as much as that request's way there
 			// took.
-			g.phase = min(max(tk.at.Sub(g.wsReset)+now.Sub(tk.at), 0), time.Second-time.Millisecond)
+			d := max(tk.at.Sub(g.wsReset)+now.Sub(tk.at), 0)
+			if d >= time.Second && !q.Reset.Before(g.wsReset.Add(2*time.Second)) {
+				// Sent a second or more after the reset, and its window
+				// ends two whole seconds or more after it: a window that
+				// started at this request (one that was already running
+				// would end within a second of it). Its end falls where
+				// the request fell in its second.
+				d %= time.Second
+			}
+			g.phase = min(d, time.Second-time.Millisecond)
 		}
 		g.wsReset, g.steps = time.Time{}, 0
 	}

@@ -3,6 +3,7 @@ package throttle
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -95,5 +96,33 @@ func TestPermitLeaseStopsWhenBodyIsClosed(t *testing.T) {
 		time.Sleep(time.Hour)
 		assert.Zero(t, events)
 		assert.Equal(t, 2, lim.Stats().Available)
+	})
+}
+
+// TestLeaseExpiryIsReportedBeforeThePermitGoesBack: the observer hears of
+// the leak before the permit it frees lets the next request through, so
+// whatever the observer does (log, count) comes first, as
+// ExampleWithPermitLease prints it. The observer takes its time here: had
+// the permit gone back first, the waiting request would be done by then.
+func TestLeaseExpiryIsReportedBeforeThePermitGoesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var secondDone atomic.Bool
+		doneWhenReported := make(chan bool, 1)
+		tr := NewTransport(handlerTransport{h: okHandler}, WithLimiter(limiters.NewConcurrency(1)), WithPermitLease(time.Minute),
+			WithObserver(func(e Event) {
+				if e.Kind == EventLeaseExpired {
+					time.Sleep(time.Second)
+					doneWhenReported <- secondDone.Load()
+				}
+			}))
+		defer tr.Close()
+		forgotten, err := tr.RoundTrip(mustReq(t, "http://api.test/", nil))
+		require.NoError(t, err)
+		defer forgotten.Body.Close()
+		resp, err := tr.RoundTrip(mustReq(t, "http://api.test/", nil)) // waits for the lease
+		require.NoError(t, err)
+		secondDone.Store(true)
+		resp.Body.Close()
+		assert.False(t, <-doneWhenReported, "the second request was done before the leak was reported")
 	})
 }

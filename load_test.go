@@ -86,7 +86,7 @@ func TestTransportAgainstServers(t *testing.T) {
 		{"constant retry-after equal to window", func() *api { return retryAfterAPI(limit, window, true, window, false) }, workers + 2, 1.25, false},
 		// A bare 429 from a window: the first refusal's pause doubles from
 		// one pace step until the window ends (5 probes here).
-		{"bare 429", func() *api { return silentAPI(limit, window) }, workers + 7, 1.25, false},
+		{"bare 429", func() *api { return silentAPI(limit, window) }, workers + 6, 1.25, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

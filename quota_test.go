@@ -101,8 +101,8 @@ func TestAIMD(t *testing.T) {
 	assert.Equal(t, 100*time.Millisecond, a.step, "10 taken before the first refusal: 10 a second")
 	a.refused(t0.Add(time.Second), t0.Add(900*time.Millisecond), 0, 1)
 	assert.Equal(t, 100*time.Millisecond, a.step, "no success since the pause: unchanged")
-	a.refused(t0.Add(5*time.Second), t0, 40, 3)
-	assert.Equal(t, time.Duration(float64(125*time.Millisecond)*aimdCut), a.step, "measured: 40 in 5s, times the cut")
+	a.refused(t0.Add(5*time.Second), t0, 48, 3)
+	assert.Equal(t, time.Duration(float64(100*time.Millisecond)*aimdCut), a.step, "measured: 48 answered and 2 more on the wire in 5s, times the cut")
 	slow := a.step
 	for range 10 * aimdRun {
 		a.succeeded()

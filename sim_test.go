@@ -29,8 +29,9 @@ func TestHeaderlessServers(t *testing.T) {
 		total   = 200
 	)
 	// Each case's bound is issue 11's (10 refusals, 1.15×) unless its
-	// comment says why it cannot be met yet; those bounds are what the
-	// Transport achieves today, so that a regression still fails.
+	// comment says why it is not met; those bounds are what the Transport
+	// achieves today (the runs are deterministic), so that a regression
+	// still fails.
 	cases := []struct {
 		name     string
 		sim      func() (http.Handler, snapshotter)
@@ -45,16 +46,23 @@ func TestHeaderlessServers(t *testing.T) {
 		{"penalty window", func() (http.Handler, snapshotter) {
 			s := apisim.NewPenaltyWindow(rate, time.Second)
 			return s, s
-			// Not yet: the first window takes 10, the 10 requests on the
-			// wire when the first refusal comes back are all refused (no
-			// client can know before), and they put the next window in
-			// debt, so every probe until the window after is refused too.
-		}, (total/rate - 1) * time.Second, 18, 1.2},
+			// 10 refusals cannot be met here, by any client: the first
+			// window takes the first 10 requests; each success sends the
+			// next at once, and nothing yet says there is a limit, so 10
+			// more are on the wire when the first refusal comes back, all
+			// refused — the whole budget — and they put the next window
+			// (1-2 s) in debt, so any request before t = 2 s is refused
+			// too. Meeting the bound would take waiting 2 s blind after a
+			// bare refusal, which against the other servers costs far
+			// more than 1.15×. What is achieved: 10, the backoff's probes
+			// through the debt window, and the pace's later probes
+			// upwards.
+		}, (total/rate - 1) * time.Second, 16, 1.2},
 		{"reordered answers", func() (http.Handler, snapshotter) {
 			s := apisim.NewPenaltyWindow(rate, time.Second)
 			return &apisim.Reorder{Handler: s, Max: 80 * time.Millisecond, Seed: 7}, s
-			// Not yet: the penalty window's debt, as above.
-		}, (total/rate - 1) * time.Second, 15, 1.25},
+			// The penalty window's debt, as above.
+		}, (total/rate - 1) * time.Second, 14, 1.22},
 		{"sliding window misreporting its reset", func() (http.Handler, snapshotter) {
 			s := apisim.NewSlidingWindow(rate, time.Second)
 			return s, s
@@ -62,8 +70,9 @@ func TestHeaderlessServers(t *testing.T) {
 		{"capacity 503", func() (http.Handler, snapshotter) {
 			s := apisim.NewCapacity(2, 200*time.Millisecond)
 			return s, s
-			// Not yet: 1.21×, 11 refusals.
-		}, total * 200 * time.Millisecond / 2, 11, 1.25},
+			// 8 refusals are unavoidable (10 sent at once before any
+			// answer, 2 taken); 11 today, and 1.15×.
+		}, total * 200 * time.Millisecond / 2, 11, 1.16},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

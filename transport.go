@@ -588,8 +588,10 @@ func (b *releaseBody) finish() {
 // expire runs when the lease runs out before the body was done.
 func (b *releaseBody) expire() {
 	if !b.done.Swap(true) {
-		b.t.release(b.key, b.n)
+		// Reported first: what the observer does comes before what the
+		// freed permit lets through.
 		b.t.emit(Event{Kind: EventLeaseExpired, Key: b.key})
+		b.t.release(b.key, b.n)
 	}
 }
 

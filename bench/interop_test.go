@@ -128,12 +128,13 @@ var interopPeers = []interopPeer{
 	},
 	{
 		name: "ulule",
-		// Not yet within 1.15× (1.46–1.74× measured): each window starts at
-		// the first request after the last one expired, so the sub-second
-		// phase of its rounded-down resets drifts from window to window, and
-		// the phase the Transport learned from one window makes it wait up
-		// to a second too long for a later one.
-		slack:  func(ideal time.Duration) time.Duration { return 2*ideal + time.Second },
+		// Each window starts at the first request after the last one
+		// expired. The Transport waited a second too long for every window
+		// when the run started late in a second (1.46–1.74×, half the
+		// runs); since that was fixed (root TestWindowsFromARequestOff-
+		// TheWholeSecond holds it in fake time), 1.01–1.22× measured here
+		// on a loaded machine, so the bound keeps a margin: 1.5×.
+		slack:  func(ideal time.Duration) time.Duration { return ideal + ideal/2 },
 		alg:    "fixed window from the first request after the last one expired (memory store, \"20-S\")",
 		format: "X-RateLimit-Limit/Remaining, X-RateLimit-Reset in epoch seconds (rounded down); no Retry-After",
 		wrap: func(next http.Handler) (http.Handler, time.Time, func(), error) {
