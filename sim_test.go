@@ -2,10 +2,7 @@ package throttle
 
 import (
 	"fmt"
-	"math"
 	"net/http"
-	"strconv"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -92,53 +89,6 @@ func TestHeaderlessServers(t *testing.T) {
 	}
 }
 
-// httprateWindow is go-chi/httprate's sliding-window counter as it runs in
-// a server: windows aligned to the limiter's creation (not the epoch), the
-// reset written as the current window's end in epoch seconds rounded down,
-// and Retry-After: the window's length on every refusal.
-type httprateWindow struct {
-	mu          sync.Mutex
-	created     time.Time
-	limit       int64
-	length      time.Duration
-	start       time.Time
-	prev, curr  int64
-	ok, refused int
-}
-
-func (s *httprateWindow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	start := s.created.Add(now.Sub(s.created).Truncate(s.length))
-	switch {
-	case start.Equal(s.start):
-	case start.Sub(s.start) == s.length:
-		s.prev, s.curr = s.curr, 0
-	default:
-		s.prev, s.curr = 0, 0
-	}
-	s.start = start
-	weight := float64(s.length-now.Sub(start)) / float64(s.length)
-	count := int64(math.Round(float64(s.prev)*weight + float64(s.curr)))
-	admit := count+1 <= s.limit
-	if admit {
-		s.curr++
-		count++
-		s.ok++
-	} else {
-		s.refused++
-	}
-	h := w.Header()
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(s.limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, s.limit-count), 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(start.Add(s.length).Unix(), 10))
-	if !admit {
-		h.Set("Retry-After", strconv.Itoa(int(s.length/time.Second)))
-		w.WriteHeader(http.StatusTooManyRequests)
-	}
-}
-
 // TestSlidingWindowAlignedToItsCreation: the sliding window of httprate as
 // a server runs it, its windows off the whole second: the Transport finds
 // it out from the first window that opens nearly exhausted, learns its
@@ -147,13 +97,15 @@ func (s *httprateWindow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestSlidingWindowAlignedToItsCreation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		time.Sleep(406 * time.Millisecond) // off the whole second
-		srv := &httprateWindow{created: time.Now(), limit: 20, length: time.Second}
+		srv := apisim.NewSlidingWindow(20, time.Second)
+		srv.Origin = time.Now()
 		time.Sleep(460 * time.Millisecond)
 		tr := NewTransport(handlerTransport{h: srv, latency: time.Millisecond})
 		defer tr.Close()
 		elapsed := drive(t, tr, 10, 120)
-		t.Logf("%d ok, %d refused, elapsed %v", srv.ok, srv.refused, elapsed)
-		assert.LessOrEqual(t, srv.refused, 1)
+		st := srv.Snapshot()
+		t.Logf("%d ok, %d refused, elapsed %v", st.Admitted, st.Refused, elapsed)
+		assert.LessOrEqual(t, st.Refused, 1)
 		assert.LessOrEqual(t, elapsed.Seconds(), 1.15*6)
 	})
 }

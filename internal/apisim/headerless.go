@@ -131,6 +131,9 @@ func (p *PenaltyWindow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Stats.ByKey counts everything under "".
 type SlidingWindow struct {
 	recorder
+	// Origin, when set, aligns the windows to it instead of to the epoch,
+	// as a limiter whose windows start when it was created does.
+	Origin time.Time
 	limit  int64
 	length time.Duration
 	mu     sync.Mutex
@@ -152,6 +155,9 @@ func (s *SlidingWindow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.leave()
 	now := time.Now()
 	start := now.Truncate(s.length)
+	if !s.Origin.IsZero() {
+		start = s.Origin.Add(now.Sub(s.Origin).Truncate(s.length))
+	}
 	s.mu.Lock()
 	switch {
 	case start.Equal(s.start):
