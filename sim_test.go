@@ -105,7 +105,7 @@ func TestSlidingWindowAlignedToItsCreation(t *testing.T) {
 		elapsed := drive(t, tr, 10, 120)
 		st := srv.Snapshot()
 		t.Logf("%d ok, %d refused, elapsed %v", st.Admitted, st.Refused, elapsed)
-		assert.LessOrEqual(t, st.Refused, 1)
+		assert.LessOrEqual(t, st.Refused, int64(1))
 		assert.LessOrEqual(t, elapsed.Seconds(), 1.15*6)
 	})
 }
