@@ -95,7 +95,7 @@ func TestDifferential(t *testing.T) {
 					trace[j] = st
 				}
 				// The trace spans about 50s of script time: leases must outlive it.
-				r := newRepo(t, c, spec, WithPrefix(fmt.Sprintf("diff%d.%d:", i, seed)), WithLease(time.Hour))
+				r := newRepo(t, c, spec, WithPrefix(fmt.Sprintf("diff%d.%d:", i, seed)), WithPermitLease(time.Hour))
 				var now time.Duration
 				r.SetClock(func() int64 { return bubbleEpoch.Add(now).UnixMicro() })
 				got := make([]limiters.Decision, len(trace))

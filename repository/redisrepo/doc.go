@@ -54,7 +54,7 @@
 //
 // Concurrency permits are leases: members of a sorted set scored by their
 // expiry, renewed by one goroutine per Repository while held, so the permits
-// of a crashed replica come back by themselves after the lease (WithLease,
+// of a crashed replica come back by themselves after the lease (WithPermitLease,
 // 10s by default). Release gives back this repository's own leases.
 //
 // Calls from one process that arrive while a round trip is in flight go

@@ -85,10 +85,10 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithLease sets how long a concurrency permit survives its holder's
+// WithPermitLease sets how long a concurrency permit survives its holder's
 // silence (default 10s). Held permits are renewed every third of it; the
 // permits of a replica that crashed come back after at most this long.
-func WithLease(d time.Duration) Option {
+func WithPermitLease(d time.Duration) Option {
 	return func(c *config) {
 		if d >= 3*time.Millisecond {
 			c.lease = d

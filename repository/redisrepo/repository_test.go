@@ -62,7 +62,7 @@ func TestTTL(t *testing.T) {
 	win := 10 * time.Second
 	for alg, spec := range specs(5, win) {
 		t.Run(alg, func(t *testing.T) {
-			r := newRepo(t, c, spec, WithPrefix("ttl-"+alg+":"), WithLease(2*time.Second))
+			r := newRepo(t, c, spec, WithPrefix("ttl-"+alg+":"), WithPermitLease(2*time.Second))
 			ctx := ctxT(t)
 			for range 3 {
 				if _, err := r.TryAcquire(ctx, "k", 1); err != nil {
@@ -186,8 +186,8 @@ func TestForeignValue(t *testing.T) {
 func TestReleaseLeases(t *testing.T) {
 	s := redistest.Start(t)
 	spec := limiters.Spec{Algorithm: limiters.AlgConcurrency, Limit: 2}
-	a := newRepo(t, newClient(t, s), spec, WithLease(300*time.Millisecond))
-	b := newRepo(t, newClient(t, s), spec, WithLease(300*time.Millisecond))
+	a := newRepo(t, newClient(t, s), spec, WithPermitLease(300*time.Millisecond))
+	b := newRepo(t, newClient(t, s), spec, WithPermitLease(300*time.Millisecond))
 	ctx := ctxT(t)
 	must := func(r *Repository, want bool) {
 		t.Helper()
@@ -229,7 +229,7 @@ func TestReleaseLeases(t *testing.T) {
 
 func TestAcquireConcurrencyWakes(t *testing.T) {
 	s := redistest.Start(t)
-	r := newRepo(t, newClient(t, s), limiters.Spec{Algorithm: limiters.AlgConcurrency, Limit: 1}, WithLease(time.Minute))
+	r := newRepo(t, newClient(t, s), limiters.Spec{Algorithm: limiters.AlgConcurrency, Limit: 1}, WithPermitLease(time.Minute))
 	ctx := ctxT(t)
 	if err := r.Acquire(ctx, "k", 1); err != nil {
 		t.Fatal(err)
