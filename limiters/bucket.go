@@ -95,7 +95,16 @@ func (g *gcra) content(now int64) fine {
 }
 
 func (g *gcra) state(now int64, _ int) (int, int, int64) {
-	return g.burst, min(g.iv.count(g.content(now)), g.burst), max(g.iv.sub(g.base(now), fine{ns: now}).ceil(), 0)
+	rem, reset := g.remaining(now)
+	return g.burst, rem, reset
+}
+
+// remaining is the permits free at now and the time until the bucket is
+// full again, reading the base once.
+func (g *gcra) remaining(now int64) (int, int64) {
+	b := g.base(now)
+	free := g.iv.sub(g.iv.add(fine{ns: now}, g.tol), b)
+	return min(g.iv.count(free), g.burst), max(g.iv.sub(b, fine{ns: now}).ceil(), 0)
 }
 
 func (g *gcra) project(now int64, ahead waiters, n int) int64 {
@@ -191,7 +200,9 @@ func NewGCRA(r Rate, burst int, opts ...Option) *GCRA {
 // hot path of every server: the arithmetic is called directly, not through
 // the algo interface, so the compiler can inline it.
 func (b *bucketLimiter) TryAcquire(n int) Decision {
-	checkN(n)
+	if n <= 0 || n > b.s.burst { // peeks, impossible requests and panics
+		return b.core.TryAcquire(n)
+	}
 	t := monoNow()
 	b.mu.Lock()
 	if b.closed || b.head() != nil {
@@ -199,15 +210,16 @@ func (b *bucketLimiter) TryAcquire(n int) Decision {
 		return b.core.TryAcquire(n)
 	}
 	now := b.clock(t)
-	allowed, retry := b.s.try(now, n)
-	if allowed {
+	retry := b.s.wait(now, n)
+	if retry == 0 {
+		b.s.take(now, n)
 		b.acquired += int64(n)
 	} else {
 		b.rejected += int64(n)
 	}
-	lim, rem, reset := b.s.state(now, 0)
+	rem, reset := b.s.remaining(now)
 	b.mu.Unlock()
-	return Decision{Allowed: allowed, Limit: lim, Remaining: rem,
+	return Decision{Allowed: retry == 0, Limit: b.s.burst, Remaining: rem,
 		ResetAfter: time.Duration(reset), RetryAfter: time.Duration(retry)}
 }
 
