@@ -67,14 +67,80 @@ func bucketName(h http.Header, a *answer) string {
 	return ""
 }
 
+// routeTable is the routes a partition has learned, and each one's bucket
+// gate: a list while there are few (comparing a few strings costs less
+// than hashing a route, on every request), a map past smallRoutes. It is
+// replaced, never changed in place.
+type routeTable struct {
+	list []routeGate // when m is nil
+	m    map[route]*gate
+}
+
+type routeGate struct {
+	r route
+	g *gate
+}
+
+// smallRoutes is the most routes a routeTable keeps in its list.
+const smallRoutes = 8
+
+func (t *routeTable) get(r route) *gate {
+	if t.m != nil {
+		return t.m[r]
+	}
+	for i := range t.list {
+		if t.list[i].r == r {
+			return t.list[i].g
+		}
+	}
+	return nil
+}
+
+func (t *routeTable) len() int {
+	if t.m != nil {
+		return len(t.m)
+	}
+	return len(t.list)
+}
+
+// with returns a copy of t (which may be nil) in which r is b's route.
+func (t *routeTable) with(r route, b *gate) *routeTable {
+	r = route{strings.Clone(r.method), strings.Clone(r.first), strings.Clone(r.second)}
+	switch {
+	case t == nil:
+		return &routeTable{list: []routeGate{{r, b}}}
+	case t.m != nil:
+		m := maps.Clone(t.m)
+		m[r] = b
+		return &routeTable{m: m}
+	}
+	list := make([]routeGate, len(t.list), len(t.list)+1)
+	copy(list, t.list)
+	for i := range list {
+		if list[i].r == r {
+			list[i].g = b
+			return &routeTable{list: list}
+		}
+	}
+	if len(list) < smallRoutes {
+		return &routeTable{list: append(list, routeGate{r, b})}
+	}
+	m := make(map[route]*gate, len(list)+1)
+	for _, e := range list {
+		m[e.r] = e.g
+	}
+	m[r] = b
+	return &routeTable{m: m}
+}
+
 // routed returns the bucket gate req's route belongs to, or nil. It takes
 // no lock: the routes are replaced, never changed in place.
 func (g *gate) routed(r route) *gate {
-	m := g.routes.Load()
-	if m == nil {
+	t := g.routes.Load()
+	if t == nil {
 		return nil
 	}
-	return (*m)[r]
+	return t.get(r)
 }
 
 // bucket returns the gate of the bucket named name, creating it, and
@@ -92,13 +158,8 @@ func (g *gate) bucket(name string, r route) *gate {
 		g.buckets[name] = b
 	}
 	old := g.routes.Load()
-	if old == nil || (*old)[r] != b && len(*old) < maxRoutes {
-		m := make(map[route]*gate, 1)
-		if old != nil {
-			m = maps.Clone(*old)
-		}
-		m[route{strings.Clone(r.method), strings.Clone(r.first), strings.Clone(r.second)}] = b
-		g.routes.Store(&m)
+	if old == nil || old.get(r) != b && old.len() < maxRoutes {
+		g.routes.Store(old.with(r, b))
 	}
 	return b
 }
@@ -109,7 +170,7 @@ func (g *gate) bucket(name string, r route) *gate {
 // window, it can only lower the count.
 func (g *gate) observe(a *answer, now time.Time) {
 	g.mu.Lock()
-	paused := g.learn(ticket{ver: -1, pause: g.pauses}, a, now)
+	paused := g.learn(&ticket{ver: -1, pause: g.pauses}, a, now)
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
 	if !paused.IsZero() && g.emit != nil {

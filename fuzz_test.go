@@ -59,8 +59,8 @@ func FuzzGateLearns(f *testing.F) {
 			}
 			if len(tks) > 0 && i%2 == 0 {
 				a := read(&http.Response{StatusCode: status, Header: h, Body: http.NoBody}, nil, now)
-				until := g.learn(tks[0], &a, now)
-				g.settle(tks[0])
+				until := g.learn(&tks[0], &a, now)
+				g.settle(&tks[0])
 				tks = tks[1:]
 				if !until.IsZero() && until.Sub(now) > maxPause {
 					t.Fatalf("paused %v > max %v", until.Sub(now), maxPause)
@@ -70,7 +70,7 @@ func FuzzGateLearns(f *testing.F) {
 			h.Set("X-Ratelimit-Remaining", strconv.Itoa(i))
 		}
 		for _, tk := range tks {
-			g.settle(tk)
+			g.settle(&tk)
 		}
 		if g.inflight != 0 {
 			t.Fatalf("inflight %d after every answer", g.inflight)

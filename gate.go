@@ -31,11 +31,11 @@ type gate struct {
 	// A partition's own gate holds the gates of the buckets its host's
 	// answers named, and the routes learned for each (bucket.go).
 	buckets map[string]*gate
-	routes  atomic.Pointer[map[route]*gate] // replaced, never changed: read without g.mu
-	name    string                          // a bucket's name, or ""
-	parent  *gate                           // a bucket's partition gate, or nil
-	wire    atomic.Int64                    // inflight, for the buckets to read without g.mu
-	shared  atomic.Bool                     // a FeedbackStore shares a quota of this partition (feedback.go)
+	routes  atomic.Pointer[routeTable] // replaced, never changed: read without g.mu
+	name    string                     // a bucket's name, or ""
+	parent  *gate                      // a bucket's partition gate, or nil
+	wire    atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
+	shared  atomic.Bool                // a FeedbackStore shares a quota of this partition (feedback.go)
 
 	pausedUntil time.Time // no request starts before this
 	paused      bool      // a pause is in force (for the Resumed event)
@@ -90,6 +90,15 @@ func (g *gate) onWire() int {
 		n += int(g.parent.wire.Load())
 	}
 	return n
+}
+
+// storeWire publishes inflight for the partition's buckets (onWire). Only
+// a partition's own gate has buckets: a bucket's gate skips the atomic
+// store. g.mu must be held.
+func (g *gate) storeWire() {
+	if g.parent == nil {
+		g.wire.Store(int64(g.inflight))
+	}
 }
 
 // advance brings the gate's state up to now: a pause that has ended, window
@@ -174,7 +183,7 @@ func (g *gate) tooBig(ch *[maxQuotas]int64) error {
 // start of the first cycle. g.mu must be held.
 func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64) ticket {
 	g.inflight++
-	g.wire.Store(int64(g.inflight))
+	g.storeWire()
 	if g.resumedAt.IsZero() {
 		if now.IsZero() {
 			now = time.Now()
@@ -404,7 +413,7 @@ func (g *gate) abort(tk ticket) {
 }
 
 func (g *gate) abortLocked(tk ticket) {
-	g.settle(tk)
+	g.settle(&tk)
 	if tk.probe {
 		g.probe = true
 	}
@@ -412,9 +421,9 @@ func (g *gate) abortLocked(tk ticket) {
 
 // settle takes a request that was let through off the books: its claims
 // on the quotas and its place on the wire. g.mu must be held.
-func (g *gate) settle(tk ticket) {
+func (g *gate) settle(tk *ticket) {
 	g.inflight--
-	g.wire.Store(int64(g.inflight))
+	g.storeWire()
 	for i := range g.quotas[:g.nq] {
 		g.quotas[i].unclaim(tk.charge[i])
 	}
@@ -454,10 +463,10 @@ func read(resp *http.Response, body []byte, now time.Time) (a answer) {
 // began, or zero.
 func (g *gate) done(tk ticket, a *answer, now time.Time) time.Time {
 	g.mu.Lock()
-	g.settle(tk)
+	g.settle(&tk)
 	var paused time.Time
 	if a != nil {
-		paused = g.learn(tk, a, now)
+		paused = g.learn(&tk, a, now)
 	}
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
@@ -485,7 +494,7 @@ func (a *answer) limited() bool {
 // (aimd) and pauses for one step of it. A hint beyond the horizon still
 // says "stop": a refusal that carries one, or a quota at zero whose reset
 // is one, pauses the partition for maxPause.
-func (g *gate) learn(tk ticket, a *answer, now time.Time) time.Time {
+func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 	if a.cls.Signal.Final() {
 		return time.Time{}
 	}
@@ -536,7 +545,7 @@ func (g *gate) learn(tk ticket, a *answer, now time.Time) time.Time {
 
 // learnQuotas applies the quotas an answer reports. It returns the end of
 // a pause a quota at zero started, or zero. g.mu must be held.
-func (g *gate) learnQuotas(tk ticket, a *answer, now time.Time) time.Time {
+func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	if tk.probe && !g.wsReset.IsZero() && a.status < 400 {
 		if q, ok := tightest(a.info); ok && q.Reset.After(g.wsReset) {
 			// The first request through after a whole-second reset, and it
@@ -560,7 +569,8 @@ func (g *gate) learnQuotas(tk ticket, a *answer, now time.Time) time.Time {
 	}
 	var until time.Time
 	learned := false
-	for _, s := range a.info.Quotas {
+	for i := range a.info.Quotas {
+		s := &a.info.Quotas[i]
 		if s.Remaining < 0 && s.Unit != "concurrent-requests" {
 			continue
 		}
@@ -670,8 +680,8 @@ func (g *gate) delay(info headers.Info, now time.Time) time.Duration {
 	if info.HasRetryAfter {
 		d = info.RetryAfter
 	}
-	for _, q := range info.Quotas {
-		if q.Remaining == 0 {
+	for i := range info.Quotas {
+		if q := &info.Quotas[i]; q.Remaining == 0 {
 			if r := g.resetFor(q, now); !r.IsZero() {
 				d = max(d, r.Sub(now))
 			}
@@ -711,20 +721,23 @@ const firstStep = 50 * time.Millisecond
 // reset that has passed while nothing remains means "not yet", not "no
 // information". A reset finer than the second is allowed resetSlack for its
 // rounding. g.mu must be held (Backoff uses a zero gate of its own).
-func (g *gate) resetFor(q headers.Quota, now time.Time) time.Time {
+func (g *gate) resetFor(q *headers.Quota, now time.Time) time.Time {
 	r := q.Reset
 	if r.IsZero() {
 		return r
 	}
 	if r.Nanosecond() == 0 {
-		end := r.Add(time.Second)
 		switch {
 		case r.After(now):
 			if q.Remaining == 0 {
 				g.wsReset = r
 			}
+			if g.phase == 0 {
+				return r
+			}
 			return r.Add(g.phase)
-		case end.After(now) && q.Remaining == 0:
+		case q.Remaining == 0 && r.Add(time.Second).After(now):
+			end := r.Add(time.Second)
 			if !r.Equal(g.wsReset) {
 				g.wsReset, g.steps = r, 0
 				if t := r.Add(g.phase); g.phase > 0 && t.After(now) {

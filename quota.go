@@ -228,8 +228,11 @@ func refills(h map[string][]string, qs []headers.Quota) bool {
 // to a later request), at now; reset is the server's reset as resetFor read
 // it, guessed when it is our guess. It reports whether the quota is at
 // zero with a window reset to pause until.
-func (q *quota) apply(s headers.Quota, refill, fresh bool, reset time.Time, guessed bool, ver int64, now time.Time) {
-	q.unit, q.limit = s.Unit, s.Limit
+func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, guessed bool, ver int64, now time.Time) {
+	if q.unit != s.Unit {
+		q.unit = s.Unit
+	}
+	q.limit = s.Limit
 	if q.concurrent() {
 		q.known = q.limit > 0
 		return
@@ -252,7 +255,6 @@ func (q *quota) apply(s headers.Quota, refill, fresh bool, reset time.Time, gues
 		}
 		return
 	}
-	defer func() { q.said = s.Reset }()
 	if q.sliding() {
 		// A sliding window: model it as a bucket refilling limit per
 		// window. Its window is the least step seen between its resets.
@@ -264,9 +266,11 @@ func (q *quota) apply(s headers.Quota, refill, fresh bool, reset time.Time, gues
 		if s.Limit > s.Remaining && s.Limit > 0 {
 			q.full = now.Add(time.Duration(float64(q.window) * float64(s.Limit-s.Remaining) / float64(s.Limit)))
 		}
+		q.said = s.Reset
 		return
 	}
-	if !q.reset.IsZero() && !now.Before(q.reset) && reset.After(q.reset.Add(time.Second/2)) {
+	ended := !now.Before(q.reset) // the window we knew has passed
+	if ended && !q.reset.IsZero() && reset.After(q.reset.Add(time.Second/2)) {
 		// A new window. A fixed window starts empty: what remains is the
 		// limit less what reached it since, at most what we sent since the
 		// old reset (and the probe, and a few sent just before). Clearly
@@ -284,12 +288,12 @@ func (q *quota) apply(s headers.Quota, refill, fresh bool, reset time.Time, gues
 				}
 			}
 			q.refill = true
-			q.apply(s, false, fresh, reset, guessed, ver, now)
+			q.apply(s, false, fresh, reset, guessed, ver, now) // sets q.said
 			return
 		}
 		q.after = 0
 	}
-	stale := q.stale(now)
+	stale := q.known && !q.refill && ended // q.stale(now): q is not concurrent here
 	if !q.known || stale || fresh || s.Remaining < q.rmin {
 		q.rmin, q.ver, q.at = s.Remaining, ver, now
 	}
@@ -297,4 +301,5 @@ func (q *quota) apply(s headers.Quota, refill, fresh bool, reset time.Time, gues
 		q.reset, q.guessed = reset, guessed
 	}
 	q.known = true
+	q.said = s.Reset
 }

@@ -24,6 +24,11 @@ func BenchmarkRoundTripOverhead(b *testing.B) {
 		"X-Ratelimit-Remaining": {"999999999"},
 		"X-Ratelimit-Reset":     {"1893456000"},
 	}
+	// GitHub names its bucket: every request is routed to the bucket's gate.
+	bucketed := http.Header{"X-Ratelimit-Resource": {"core"}}
+	for k, v := range github {
+		bucketed[k] = v
+	}
 	for _, bc := range []struct {
 		name string
 		h    http.Header
@@ -32,6 +37,7 @@ func BenchmarkRoundTripOverhead(b *testing.B) {
 		{"bare", plain, nil},
 		{"limiter", plain, []Option{WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
 		{"limiter+quota headers", github, []Option{WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
+		{"limiter+bucket headers", bucketed, []Option{WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
 		{"limiter+max wait", plain, []Option{WithMaxWait(time.Second), WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
 		{"no feedback", plain, []Option{WithServerFeedback(false), WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9))}},
 	} {
