@@ -249,3 +249,35 @@ func (m *Metrics) WatchLimiter(name string, l limiters.Limiter) error {
 	}
 	return m.reg.Register(a)
 }
+
+// WatchTransport exports tr's queue depth and requests on the wire as
+// throttle_transport_queued and throttle_transport_in_flight with the label
+// transport=name, read from one tr.Stats at each scrape. (Requests waiting
+// for the Transport's own limiter are that limiter's: see WatchLimiter.)
+func (m *Metrics) WatchTransport(name string, tr *throttle.Transport) error {
+	labels := prometheus.Labels{"transport": name}
+	return m.reg.Register(transportCollector{
+		tr: tr,
+		queued: prometheus.NewDesc("throttle_transport_queued",
+			"Requests waiting for their turn in the Transport's partitions.", nil, labels),
+		inFlight: prometheus.NewDesc("throttle_transport_in_flight",
+			"Requests the Transport let through and that are not yet answered.", nil, labels),
+	})
+}
+
+// transportCollector reads one Stats per scrape for both gauges.
+type transportCollector struct {
+	tr               *throttle.Transport
+	queued, inFlight *prometheus.Desc
+}
+
+func (c transportCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.queued
+	ch <- c.inFlight
+}
+
+func (c transportCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.tr.Stats()
+	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(s.Queued))
+	ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.InFlight))
+}

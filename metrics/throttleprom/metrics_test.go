@@ -177,3 +177,42 @@ func TestRegisterTwiceFails(t *testing.T) {
 	_, err = throttleprom.New(reg)
 	assert.Error(t, err)
 }
+
+// TestWatchTransport: the Transport's queue depth and requests on the wire
+// are scraped from its Stats: a request held by a slow server counts as in
+// flight while it is on the wire, and nothing remains once it is answered.
+func TestWatchTransport(t *testing.T) {
+	m, reg := newMetrics(t)
+	release := make(chan struct{})
+	arrived := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		close(arrived)
+		<-release
+	}))
+	defer srv.Close()
+	tr := throttle.NewTransport(nil)
+	defer tr.Close()
+	require.NoError(t, m.WatchTransport("api", tr))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-arrived
+	want := `
+# HELP throttle_transport_in_flight Requests the Transport let through and that are not yet answered.
+# TYPE throttle_transport_in_flight gauge
+throttle_transport_in_flight{transport="api"} 1
+# HELP throttle_transport_queued Requests waiting for their turn in the Transport's partitions.
+# TYPE throttle_transport_queued gauge
+throttle_transport_queued{transport="api"} 0
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "throttle_transport_in_flight", "throttle_transport_queued"))
+	close(release)
+	require.NoError(t, <-done)
+	want = strings.Replace(want, `{transport="api"} 1`, `{transport="api"} 0`, 1)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "throttle_transport_in_flight", "throttle_transport_queued"))
+}
