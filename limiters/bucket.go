@@ -200,12 +200,12 @@ func NewGCRA(r Rate, burst int, opts ...Option) *GCRA {
 // hot path of every server: the arithmetic is called directly, not through
 // the algo interface, so the compiler can inline it.
 func (b *bucketLimiter) TryAcquire(n int) Decision {
-	if n <= 0 || n > b.s.burst { // peeks, impossible requests and panics
+	if n <= 0 { // peeks and panics
 		return b.core.TryAcquire(n)
 	}
 	t := monoNow()
 	b.mu.Lock()
-	if b.closed || b.head() != nil {
+	if b.closed || b.head() != nil || n > b.s.burst { // burst may change: read it locked
 		b.mu.Unlock()
 		return b.core.TryAcquire(n)
 	}
@@ -217,9 +217,10 @@ func (b *bucketLimiter) TryAcquire(n int) Decision {
 	} else {
 		b.rejected += int64(n)
 	}
+	lim := b.s.burst
 	rem, reset := b.s.remaining(now)
 	b.mu.Unlock()
-	return Decision{Allowed: retry == 0, Limit: b.s.burst, Remaining: rem,
+	return Decision{Allowed: retry == 0, Limit: lim, Remaining: rem,
 		ResetAfter: time.Duration(reset), RetryAfter: time.Duration(retry)}
 }
 

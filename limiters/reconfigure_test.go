@@ -2,6 +2,7 @@ package limiters_test
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -274,4 +275,37 @@ func TestChainMemberLoweredFailsChainWaiter(t *testing.T) {
 		require.NoError(t, recv(t, small).err)
 		require.ErrorIs(t, ch.Acquire(t.Context(), 3), limiters.ErrExceedsLimit)
 	})
+}
+
+// TestReconfigureRacesTryAcquire changes the limit of bucket limiters while
+// other goroutines take permits: under -race, the fast path reads what
+// Reconfigure writes only under the lock.
+func TestReconfigureRacesTryAcquire(t *testing.T) {
+	for _, l := range []interface {
+		limiters.Limiter
+		SetLimit(int)
+	}{limiters.NewTokenBucket(limiters.PerSecond(1e6), 10), limiters.NewGCRA(limiters.PerSecond(1e6), 10)} {
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for range 2 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						if d := l.TryAcquire(3); d.Limit != 5 && d.Limit != 10 {
+							t.Errorf("Limit = %d, want 5 or 10", d.Limit)
+						}
+					}
+				}
+			})
+		}
+		for i := range 200 {
+			l.SetLimit(5 + 5*(i%2))
+		}
+		close(stop)
+		wg.Wait()
+		l.Close()
+	}
 }
