@@ -2,6 +2,7 @@ package limiters_test
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -301,8 +302,11 @@ func TestReconfigureRacesTryAcquire(t *testing.T) {
 				}
 			})
 		}
-		for i := range 200 {
+		for i := range 20000 {
 			l.SetLimit(5 + 5*(i%2))
+			if i%100 == 0 {
+				runtime.Gosched() // let the takers in between the changes
+			}
 		}
 		close(stop)
 		wg.Wait()
