@@ -554,16 +554,21 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 			// latency varies, and a window that starts when a request
 			// arrives ends later by as much as that request's way there
 			// took.
-			d := max(tk.at.Sub(g.wsReset)+now.Sub(tk.at), 0)
-			if d >= time.Second && !q.Reset.Before(g.wsReset.Add(2*time.Second)) {
+			switch d := max(now.Sub(g.wsReset), 0); {
+			case d < time.Second:
+				g.phase = d
+			case !q.Reset.Before(g.wsReset.Add(2 * time.Second)):
 				// Sent a second or more after the reset, and its window
 				// ends two whole seconds or more after it: a window that
 				// started at this request (one that was already running
 				// would end within a second of it). Its end falls where
 				// the request fell in its second.
-				d %= time.Second
+				g.phase = d % time.Second
+			default:
+				// Sent a second or more after the reset (a Retry-After
+				// held it), into a window already running: it says nothing
+				// of where in their second this server's windows end.
 			}
-			g.phase = min(d, time.Second-time.Millisecond)
 		}
 		g.wsReset, g.steps = time.Time{}, 0
 	}
@@ -677,17 +682,27 @@ func (g *gate) slot(name string) *quota {
 // delay is Info.Delay with the sloppy-server rules of resetFor.
 func (g *gate) delay(info headers.Info, now time.Time) time.Duration {
 	var d time.Duration
+	ra := time.Duration(-1)
 	if info.HasRetryAfter {
-		d = info.RetryAfter
+		ra = info.RetryAfter
 	}
 	for i := range info.Quotas {
 		if q := &info.Quotas[i]; q.Remaining == 0 {
 			if r := g.resetFor(q, now); !r.IsZero() {
 				d = max(d, r.Sub(now))
 			}
+			if end := q.Reset.Add(time.Second); ra > 0 && ra <= time.Second && q.Reset.Nanosecond() == 0 &&
+				!q.Reset.After(now) && end.After(now) {
+				// A whole-second reset R has passed: the window ends
+				// within [R, R+1s), which resetFor probes step by step.
+				// A Retry-After of a second says no more than that (a
+				// second rounded up, or the window's length: httprate
+				// always says 1), so it waits at most until R+1s.
+				ra = min(ra, end.Sub(now))
+			}
 		}
 	}
-	return d
+	return max(d, ra)
 }
 
 // tightest is the quota with the fewest units remaining.

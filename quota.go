@@ -270,7 +270,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		return
 	}
 	ended := !now.Before(q.reset) // the window we knew has passed
-	if ended && !q.reset.IsZero() && reset.After(q.reset.Add(time.Second/2)) {
+	if ended && !q.said.IsZero() && s.Reset.After(q.said.Add(time.Second/2)) {
 		// A new window. A fixed window starts empty: what remains is the
 		// limit less what reached it since, at most what we sent since the
 		// old reset (and the probe, and a few sent just before). Clearly

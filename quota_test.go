@@ -63,23 +63,32 @@ func TestWindowQuota(t *testing.T) {
 // TestSlidingWindowDetected: a quota whose first answer after its reset
 // shows far less than the limit, though we sent little since, is a sliding
 // window reporting its fixed window's end: it is paced under its limit from
-// then on, not trusted to reopen at the reset.
+// then on, not trusted to reopen at the reset. A new window is one whose
+// reset the server moved on: our own guess of a reset moving on (probing
+// after a whole-second reset) is not.
 func TestSlidingWindowDetected(t *testing.T) {
 	var q quota
-	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0}, false, true, t0.Add(time.Second), false, 1, t0)
+	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0, Reset: t0.Add(time.Second)}, false, true, t0.Add(time.Second), false, 1, t0)
 	assert.False(t, q.sliding())
 	now := t0.Add(time.Second)
 	q.claim(now, 1, false) // the probe
-	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0}, false, true, t0.Add(2*time.Second), false, 2, now)
+	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, 2, now)
 	assert.True(t, q.sliding())
 	assert.Equal(t, now, q.readyAt(now, 1, 1), "paced, not counted")
 	assert.InDelta(t, float64(time.Second)/9.4, float64(q.pace(now, 1, 1)), 1)
 
 	var f quota // a fixed window: its new window starts full
-	f.apply(&headers.Quota{Limit: 10, Remaining: 0}, false, true, t0.Add(time.Second), false, 1, t0)
+	f.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0.Add(time.Second)}, false, true, t0.Add(time.Second), false, 1, t0)
 	f.claim(now, 1, false)
-	f.apply(&headers.Quota{Limit: 10, Remaining: 9}, false, true, t0.Add(2*time.Second), false, 2, now)
+	f.apply(&headers.Quota{Limit: 10, Remaining: 9, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, 2, now)
 	assert.False(t, f.sliding())
+
+	var g quota // a fixed window probed after its whole-second reset
+	g.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0}, false, true, t0.Add(50*time.Millisecond), true, 1, t0)
+	later := t0.Add(100 * time.Millisecond)
+	g.claim(later, 1, false)
+	g.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0}, false, true, later.Add(800*time.Millisecond), true, 2, later)
+	assert.False(t, g.sliding(), "our guess of the reset moved on, the server's did not")
 }
 
 // TestConcurrencyQuota: a concurrent-requests quota counts requests on the

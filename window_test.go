@@ -164,3 +164,69 @@ func TestWindowsFromARequestOffTheWholeSecond(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowsAtEveryPhase runs the Transport against windows whose resets
+// are written in whole seconds, rounded down, starting every 20 ms of a
+// second, over links of 0.2, 1 and 5 ms: a fixed window from the first
+// request (ulule), one on the clock, and a sliding window aligned to its
+// creation (httprate). Two bugs lived at particular phases and nowhere
+// else (CI caught them against the real ulule and httprate, 45 and 16
+// 429s, when a run happened to start late in its second):
+//
+//   - Probing after a whole-second reset steps our guess of the reset
+//     forward (50 ms, 100 ms, 200 ms, …); a step of more than half a second
+//     was taken for a new window that had opened nearly spent, so a fixed
+//     window was paced as a sliding one, a 429 every 40 ms.
+//   - A probe that a Retry-After held back more than a second after the
+//     reset taught a phase of 999 ms: every later window waited a second
+//     too long (1.8× the ideal).
+//
+// Each bound holds at every phase (the worst case is printed
+// by -v).
+func TestWindowsAtEveryPhase(t *testing.T) {
+	type server struct {
+		name   string
+		n      int           // requests to send
+		ideal  time.Duration // the least time they take
+		max429 int
+		ratio  float64 // bound on elapsed/ideal
+		start  func() (http.Handler, func() int)
+	}
+	fixed := func(fromFirst bool) func() (http.Handler, func() int) {
+		return func() (http.Handler, func() int) {
+			a := githubAPI(20, time.Second, fromFirst)
+			return a, func() int { _, l := a.counts(); return l }
+		}
+	}
+	servers := []server{
+		{name: "from-first-request", n: 200, ideal: 9 * time.Second, max429: 3, ratio: 1.25, start: fixed(true)},
+		{name: "on-the-clock", n: 200, ideal: 9 * time.Second, max429: 2, ratio: 1.2, start: fixed(false)},
+		{name: "sliding", n: 120, ideal: 6 * time.Second, max429: 3, ratio: 1.4, start: func() (http.Handler, func() int) {
+			srv := apisim.NewSlidingWindow(20, time.Second)
+			srv.Origin = time.Now()
+			return srv, func() int { return int(srv.Snapshot().Refused) }
+		}},
+	}
+	for _, s := range servers {
+		t.Run(s.name, func(t *testing.T) {
+			var worst429 int
+			var worstRatio float64
+			for _, lat := range []time.Duration{200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond} {
+				for off := time.Duration(0); off < time.Second; off += 20 * time.Millisecond {
+					synctest.Test(t, func(t *testing.T) {
+						time.Sleep(off)
+						h, refused := s.start()
+						tr := NewTransport(handlerTransport{h: h, latency: lat})
+						defer tr.Close()
+						ratio := drive(t, tr, 10, s.n).Seconds() / s.ideal.Seconds()
+						n := refused()
+						worst429, worstRatio = max(worst429, n), max(worstRatio, ratio)
+						assert.LessOrEqual(t, n, s.max429, "429s at phase %v, link %v", off, lat)
+						assert.LessOrEqual(t, ratio, s.ratio, "elapsed/ideal at phase %v, link %v", off, lat)
+					})
+				}
+			}
+			t.Logf("worst: %d×429, %.2f× the ideal", worst429, worstRatio)
+		})
+	}
+}
