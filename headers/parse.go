@@ -364,7 +364,6 @@ func Parse(h http.Header, now time.Time) Info {
 	var (
 		st   [numStatic]field
 		nbuf [8]named
-		qbuf [8]Quota
 	)
 	nd := nbuf[:0]
 	found := false
@@ -410,6 +409,7 @@ func Parse(h http.Header, now time.Time) Info {
 		return info
 	}
 
+	var qbuf [8]Quota
 	qs := qbuf[:0]
 	qs = appendIETF(qs, st[kindPolicy].vals, st[kindRateLimit].vals, now)
 	qs = appendPositional(qs, &positional{
