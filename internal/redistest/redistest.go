@@ -206,10 +206,12 @@ type Cluster struct {
 }
 
 // Addrs are the masters' addresses, for redis.ClusterOptions.
-func (c *Cluster) Addrs() []string {
-	a := make([]string, len(c.Masters))
-	for i, m := range c.Masters {
-		a[i] = m.Addr
+func (c *Cluster) Addrs() []string { return addrs(c.Masters) }
+
+func addrs(servers []*Server) []string {
+	a := make([]string, len(servers))
+	for i, s := range servers {
+		a[i] = s.Addr
 	}
 	return a
 }

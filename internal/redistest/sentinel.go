@@ -26,13 +26,7 @@ type Sentinel struct {
 }
 
 // Addrs are the sentinels' addresses: redis.FailoverOptions.SentinelAddrs.
-func (s *Sentinel) Addrs() []string {
-	a := make([]string, len(s.Sentinels))
-	for i, n := range s.Sentinels {
-		a[i] = n.Addr
-	}
-	return a
-}
+func (s *Sentinel) Addrs() []string { return addrs(s.Sentinels) }
 
 // StartSentinel starts a master, a replica of it (--replicaof) and n
 // sentinels (redis-server --sentinel) that monitor it as MasterName with a

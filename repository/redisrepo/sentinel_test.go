@@ -38,47 +38,21 @@ func newUniversalSentinelClient(t testing.TB, sn *redistest.Sentinel) redis.Univ
 
 // TestSentinelExact: two repositories, one on a failover client and one on
 // the universal client of a MasterName (as two replicas of a service),
-// with 8 goroutines each on one key, grant exactly what one local limiter
-// of the same spec grants to as many calls, for every algorithm: the limit
-// of 100 per day (one permit for the leaky bucket, which never bursts).
+// with 16 goroutines each on one key, grant exactly the limit of 100 per
+// day, for every algorithm (one permit for the leaky bucket, which never
+// bursts), as one local limiter of the same spec does (TestContention).
 func TestSentinelExact(t *testing.T) {
 	sn := redistest.StartSentinel(t, 1)
 	clients := []redis.UniversalClient{newFailoverClient(t, sn), newUniversalSentinelClient(t, sn)}
-	const lim, g, perG = 100, 8, 20 // 320 calls for a limit of 100
+	const lim = 100
 	for alg, spec := range specs(lim, dayWindow(t)) {
 		t.Run(alg, func(t *testing.T) {
-			var granted atomic.Int64
-			var wg sync.WaitGroup
-			for _, c := range clients {
-				r := newRepo(t, c, spec, WithPrefix("sentinel:"))
-				for range g {
-					wg.Go(func() {
-						for range perG {
-							if !try(t, r, alg, nil, &granted) {
-								return
-							}
-						}
-					})
-				}
-			}
-			wg.Wait()
-			local, err := spec.New()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer local.Close()
-			var want int64
-			for range len(clients) * g * perG {
-				if local.TryAcquire(1).Allowed {
-					want++
-				}
-			}
-			exact := int64(lim)
+			want := int64(lim)
 			if alg == limiters.AlgLeakyBucket {
-				exact = 1 // a shaper never bursts: the other calls would have to wait
+				want = 1 // a shaper: the other calls would have to wait
 			}
-			if got := granted.Load(); got != want || want != exact {
-				t.Errorf("granted %d through Sentinel, a local limiter %d, want both %d", got, want, exact)
+			if got := contention(t, clients, "sentinel-"+alg, spec); got != want {
+				t.Errorf("granted %d through Sentinel, want %d", got, want)
 			}
 		})
 	}
@@ -118,8 +92,9 @@ func decide(wg *sync.WaitGroup, r *Repository, mode FailMode, key string, stop <
 // promises, and every repository decides again through Redis by itself,
 // on the promoted replica, which kept the state the master had replicated.
 // The master is either killed (the sentinels find it down and promote the
-// replica) or handed over by SENTINEL FAILOVER (the old master is demoted
-// to a replica and answers writes with READONLY).
+// replica) or handed over alive by SENTINEL FAILOVER (it keeps taking
+// writes until the sentinels demote it, so only a client that follows the
+// switch reaches the promoted replica).
 func TestSentinelFailover(t *testing.T) {
 	for _, how := range []struct {
 		name      string
@@ -157,6 +132,8 @@ func TestSentinelFailover(t *testing.T) {
 			for i, r := range repos {
 				decide(&wg, r, modes[i], "load", stop, &late, &bad)
 			}
+			stopLoad := sync.OnceFunc(func() { close(stop); wg.Wait() })
+			t.Cleanup(stopLoad)               // also after a Fatal, before the repositories close
 			time.Sleep(50 * time.Millisecond) // under load before the failover starts
 			if how.kill {
 				sn.Master.Stop()
@@ -169,11 +146,11 @@ func TestSentinelFailover(t *testing.T) {
 				}
 			}
 			sn.WaitPromoted(t, 15*time.Second)
+			promoted := newClient(t, sn.Replica)
 			for i, r := range repos {
-				waitRedis(t, r, fmt.Sprint("fresh", i))
+				waitRedis(t, r, promoted, fmt.Sprint("fresh", i))
 			}
-			close(stop)
-			wg.Wait()
+			stopLoad()
 			if n := late.Load(); n > 0 {
 				t.Errorf("%d calls outlived their 1s context", n)
 			}
@@ -192,16 +169,18 @@ func TestSentinelFailover(t *testing.T) {
 	}
 }
 
-// waitRedis waits, at most 10s, until r decides through Redis again, on a
-// master that kept the spent key's state and takes writes: the spent key
-// is denied for a long while, and a fresh key grants two permits, the
-// second seeing the first (FailOpen would report 39 left both times).
-func waitRedis(t *testing.T, r *Repository, fresh string) {
+// waitRedis waits, at most 10s, until r decides through Redis again, on
+// the promoted replica, with the state the master replicated to it: the
+// spent key is denied for a long while, and a fresh key grants two permits,
+// the second seeing the first (FailOpen would report 39 left both times),
+// and its state is on promoted.
+func waitRedis(t *testing.T, r *Repository, promoted *redis.Client, fresh string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
 		var spent limiters.Decision
 		var got [2]limiters.Decision
+		var on int64
 		var err error
 		key := fmt.Sprint(fresh, "/", i)
 		bounded(t, func(ctx context.Context) { spent, err = r.TryAcquire(ctx, "spent", 1) })
@@ -211,14 +190,17 @@ func waitRedis(t *testing.T, r *Repository, fresh string) {
 					bounded(t, func(ctx context.Context) { got[j], err = r.TryAcquire(ctx, key, 1) })
 				}
 			}
-			if err == nil && got[0].Remaining == failoverSpec.Limit-1 && got[1].Allowed &&
-				got[1].Remaining == failoverSpec.Limit-2 && got[1].Limit == failoverSpec.Limit && r.BreakerState() == "closed" {
-				return
-			}
+		}
+		if err == nil && got[1].Allowed {
+			bounded(t, func(ctx context.Context) { on, err = promoted.Exists(ctx, r.keys(key)...).Result() })
+		}
+		if err == nil && got[0].Remaining == failoverSpec.Limit-1 && got[1].Remaining == failoverSpec.Limit-2 &&
+			got[1].Limit == failoverSpec.Limit && on == 1 && r.BreakerState() == "closed" {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no decisions through Redis: spent %+v; fresh %+v; last error %v; breaker %s",
-				spent, got, err, r.BreakerState())
+			t.Fatalf("no decisions through the promoted replica: spent %+v; fresh %+v, on it %d; last error %v; breaker %s",
+				spent, got, on, err, r.BreakerState())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
