@@ -1,6 +1,7 @@
 // Package redistest starts real redis-server processes for tests: a single
-// node or a three-master Redis Cluster on free loopback ports, stopped when
-// the test (or the test binary) ends.
+// node, a three-master Redis Cluster, or a master and a replica watched by
+// Redis Sentinel, on free loopback ports, stopped when the test (or the
+// test binary) ends.
 //
 // Without redis-server on PATH the helpers skip the calling test with a line
 // saying how to run it, unless the environment variable
@@ -47,6 +48,7 @@ type Server struct {
 	Addr string // host:port on loopback
 	Port int
 	dir  string
+	conf string // a config file, for a sentinel; empty for a plain server
 	args []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -70,7 +72,11 @@ func Start(t testing.TB, extra ...string) *Server {
 // for a program rather than a test (the fleet demo): the caller calls
 // Stop. Extra arguments are passed to redis-server.
 func Launch(dir string, extra ...string) (*Server, error) {
-	s := &Server{dir: dir, args: extra}
+	return launch(&Server{dir: dir, args: extra})
+}
+
+// launch starts s on a free loopback port.
+func launch(s *Server) (*Server, error) {
 	var err error
 	for range 20 { // a port found free may be taken before redis binds it: retry
 		var port int
@@ -95,11 +101,15 @@ func freePort() (int, error) {
 }
 
 func (s *Server) start() error {
-	args := append([]string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf) // redis-server takes its config file first
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--protected-mode", "no", "--enable-debug-command", "local",
-	}, s.args...)
+		"--protected-mode", "no", "--enable-debug-command", "local")
+	args = append(args, s.args...)
 	cmd := exec.Command("redis-server", args...)
 	logf, err := os.Create(filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", time.Now().UnixNano())))
 	if err != nil {
@@ -196,10 +206,12 @@ type Cluster struct {
 }
 
 // Addrs are the masters' addresses, for redis.ClusterOptions.
-func (c *Cluster) Addrs() []string {
-	a := make([]string, len(c.Masters))
-	for i, m := range c.Masters {
-		a[i] = m.Addr
+func (c *Cluster) Addrs() []string { return addrs(c.Masters) }
+
+func addrs(servers []*Server) []string {
+	a := make([]string, len(servers))
+	for i, s := range servers {
+		a[i] = s.Addr
 	}
 	return a
 }
@@ -223,16 +235,10 @@ func StartCluster(t testing.TB) *Cluster {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	for _, m := range c.Masters {
-		for {
-			out, err := exec.CommandContext(ctx, "redis-cli", "-p", strconv.Itoa(m.Port), "cluster", "info").Output()
-			if err == nil && strings.Contains(string(out), "cluster_state:ok") {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("redistest: cluster on %s never became ok: %s", m.Addr, out)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		wait(ctx, t, "cluster on "+m.Addr+" ok", func() (string, bool) {
+			out, err := cli(ctx, m, "CLUSTER", "INFO")
+			return out, err == nil && strings.Contains(out, "cluster_state:ok")
+		})
 	}
 	return c
 }

@@ -157,4 +157,19 @@
 // decision shares its hash tag. Scripts are loaded on each master on first
 // use. While a master is down, keys in its slots are unavailable (the fail
 // mode decides for them) and the others keep working.
+//
+// # Sentinel
+//
+// A failover client (redis.NewFailoverClient, or redis.NewUniversalClient
+// with a MasterName) needs nothing more either. When the master fails,
+// calls fail as the fail mode says until the sentinels promote a replica
+// and the client follows it; then decisions resume by themselves on the
+// promoted replica, which holds the state the master replicated to it.
+// Replication is asynchronous: grants the master made just before it failed
+// may not have reached the replica (nor, when a live master is handed over,
+// grants a client made on it before it heard of the switch), and the
+// replica then grants those permits again.
+// The tests run each fail mode through a failover against real sentinels,
+// the master killed or handed over by SENTINEL FAILOVER, and check that
+// decisions resume on the promoted replica with the state replicated to it.
 package redisrepo
