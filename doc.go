@@ -71,11 +71,12 @@
 //     more, so that no refusal pins the pace for good. A first refusal
 //     that ends a burst (a window or bucket emptied at once) holds the
 //     partition for two seconds, so that no probe lands in a window that
-//     a server counting refusals has put in debt. A refusal that says when to come
-//     back (Retry-After) is obeyed, and the pace set to what the server
-//     took since the last pause. A sliding window that reports its fixed
-//     window's end as its reset (go-chi/httprate) is recognised by a new
-//     window that opens nearly exhausted, and paced just under its limit.
+//     a server counting refusals has put in debt. A refusal that says
+//     when to come back (Retry-After) is obeyed, and the pace set to what
+//     the server took since the last pause. A sliding window that reports
+//     its fixed window's end as its reset (go-chi/httprate) is recognised
+//     by a new window that opens nearly exhausted, and paced just under
+//     its limit.
 //   - Final refusals (OpenAI's insufficient_quota, a request too large)
 //     neither pause nor teach anything: see Classify. An IETF quota whose
 //     unit is concurrent-requests bounds the requests in flight.

@@ -492,9 +492,10 @@ func (a *answer) limited() bool {
 // quota at zero, GitHub's documented minute) pauses until then; one that
 // says nothing (a bare 429 or 503, an overloaded 529) slows the pace
 // (aimd) and pauses for one step of it, doubling with each refused probe
-// — or, when it ends a first burst, for the hold aimd.refused asks. A hint beyond the horizon still
-// says "stop": a refusal that carries one, or a quota at zero whose reset
-// is one, pauses the partition for maxPause.
+// — or, when it ends a first burst, for the hold aimd.refused asks. A
+// hint beyond the horizon still says "stop": a refusal that carries one,
+// or a quota at zero whose reset is one, pauses the partition for
+// maxPause.
 func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 	if a.cls.Signal.Final() {
 		return time.Time{}
