@@ -35,34 +35,56 @@ const (
 	// measure the rate the server accepts.
 	aimdSamples = 4
 	aimdSpan    = time.Second
+	// aimdHold is how long a refusal that ends a first burst holds the
+	// partition: the window the burst emptied, and the next one, which a
+	// server that counts refusals has put in debt.
+	aimdHold = 2 * aimdSpan
 )
 
-// refused applies a fresh refusal at now. ok successes came back since
+// refused applies a fresh refusal at now and returns how long the gate
+// should hold the partition at least (0: one step of the pace, growing
+// with each refused probe, is enough). ok successes came back since
 // resumed, the end of the last pause, and inflight requests were on the
-// wire, the refused one included. If the refusal ends a run of successes
-// long enough to measure what the server accepted (aimdSamples over
-// aimdSpan), the interval becomes the larger of the current one and the
-// measured one — the time since resumed over the requests sent in it that
-// it did not refuse: the successes and the others still on the wire, which
-// it took too — times aimdCut. A
+// wire, the refused one included.
+//
+// If the refusal ends a run of successes long enough to measure what the
+// server accepted (aimdSamples over aimdSpan), the interval becomes the
+// larger of the current one and the measured one — the time since resumed
+// over the requests sent in it that it did not refuse: the successes and
+// the others still on the wire, which it took too — times aimdCut. A
 // refusal with no success since the last pause changes nothing (the gate's
-// backoff grows instead). On a first refusal, with nothing measured, the
-// interval is a guess — that the server takes per second what it took
-// before it refused (accepted, or on the wire then) — and the rate then
-// grows fast (aimdProbeGain) until a refusal measures it.
-func (a *aimd) refused(now, resumed time.Time, ok, inflight int) {
+// backoff grows instead).
+//
+// On a first refusal, with nothing measured, the interval is a guess —
+// that the server takes per second what it took before it refused
+// (accepted, or on the wire then) — times aimdCut, so that a guess that
+// happens to be exact does not sit on the limit. If that refusal ends a
+// burst (aimdSamples successes or more, in less than aimdSpan), the server
+// let a quota through at once and then stopped: a window, or a bucket,
+// that is empty. The requests already on the wire will be refused too, and
+// a server that counts refusals against the caller (as OpenAI's does)
+// debits them from its next window; so the gate holds the partition for
+// two windows of aimdSpan (aimdHold) rather than probing into the debt,
+// and the quota the burst showed counts as measured: the rate grows by
+// aimdGain, not aimdProbeGain. Otherwise the rate grows fast
+// (aimdProbeGain) until a refusal measures it.
+func (a *aimd) refused(now, resumed time.Time, ok, inflight int) (hold time.Duration) {
 	switch {
 	case ok >= aimdSamples && now.Sub(resumed) >= aimdSpan:
 		a.step = time.Duration(float64(max(a.step, now.Sub(resumed)/time.Duration(ok+max(inflight-1, 0)))) * aimdCut)
 		a.calibrated = true
 	case a.step > 0 && ok == 0:
-		return
+		return 0
 	case a.step > 0:
 		a.step = time.Duration(float64(a.step) * aimdCut)
 	default:
-		a.step = time.Second / time.Duration(max(ok, inflight, 1))
+		a.step = time.Duration(float64(time.Second/time.Duration(max(ok, inflight, 1))) * aimdCut)
+		if ok >= aimdSamples {
+			hold, a.calibrated = aimdHold, true
+		}
 	}
 	a.base, a.good, a.bare = a.step, 0, true
+	return hold
 }
 
 // measured sets the pace to what a server that said when to come back

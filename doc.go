@@ -65,14 +65,18 @@
 //     of lower priority (FIFO among equals); a request yields its place to
 //     at most 64 later arrivals, so low priority delays but never starves.
 //   - Servers that say little: a bare 429 or 503, or an overloaded 529,
-//     teaches an AIMD pace — on a refusal, the rate the server was seen to
-//     accept (a first refusal guesses it from what the server took before
-//     refusing), and after every run of successes a little more, so that
-//     no refusal pins the pace for good. A refusal that says when to come
-//     back (Retry-After) is obeyed, and the pace set to what the server
-//     took since the last pause. A sliding window that reports its fixed
-//     window's end as its reset (go-chi/httprate) is recognised by a new
-//     window that opens nearly exhausted, and paced just under its limit.
+//     teaches an AIMD pace — on a refusal, just under the rate the server
+//     was seen to accept (a first refusal guesses it from what the server
+//     took before refusing), and after every run of successes a little
+//     more, so that no refusal pins the pace for good. A first refusal
+//     that ends a burst (a window or bucket emptied at once) holds the
+//     partition for two seconds, so that no probe lands in a window that
+//     a server counting refusals has put in debt. A refusal that says
+//     when to come back (Retry-After) is obeyed, and the pace set to what
+//     the server took since the last pause. A sliding window that reports
+//     its fixed window's end as its reset (go-chi/httprate) is recognised
+//     by a new window that opens nearly exhausted, and paced just under
+//     its limit.
 //   - Final refusals (OpenAI's insufficient_quota, a request too large)
 //     neither pause nor teach anything: see Classify. An IETF quota whose
 //     unit is concurrent-requests bounds the requests in flight.

@@ -491,9 +491,11 @@ func (a *answer) limited() bool {
 // nothing and pauses nothing. A refusal that says when (Retry-After, a
 // quota at zero, GitHub's documented minute) pauses until then; one that
 // says nothing (a bare 429 or 503, an overloaded 529) slows the pace
-// (aimd) and pauses for one step of it. A hint beyond the horizon still
-// says "stop": a refusal that carries one, or a quota at zero whose reset
-// is one, pauses the partition for maxPause.
+// (aimd) and pauses for one step of it, doubling with each refused probe
+// — or, when it ends a first burst, for the hold aimd.refused asks. A
+// hint beyond the horizon still says "stop": a refusal that carries one,
+// or a quota at zero whose reset is one, pauses the partition for
+// maxPause.
 func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 	if a.cls.Signal.Final() {
 		return time.Time{}
@@ -527,9 +529,9 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// us nothing new, and must not compound the backoff.
 			return time.Time{}
 		}
-		g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1)
+		hold := g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1)
 		g.pace.step = min(g.pace.step, g.maxPause)
-		g.backoff = min(max(2*g.backoff, g.pace.step), g.maxPause)
+		g.backoff = min(max(2*g.backoff, g.pace.step, hold), g.maxPause)
 		g.pauseUntil(now.Add(g.backoff))
 		return g.pausedUntil
 	}

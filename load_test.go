@@ -84,8 +84,9 @@ func TestTransportAgainstServers(t *testing.T) {
 		{"retry-after only, window from first request", func() *api { return retryAfterAPI(limit, window, true, 0, false) }, workers + 2, 1.25, false},
 		{"retry-after as UTC http-date", func() *api { return retryAfterAPI(limit, window, false, 0, true) }, workers + 2, 1.25, false},
 		{"constant retry-after equal to window", func() *api { return retryAfterAPI(limit, window, true, window, false) }, workers + 2, 1.25, false},
-		// A bare 429 from a window: the first refusal's pause doubles from
-		// one pace step until the window ends (5 probes here).
+		// A bare 429 from a window: the refusals that end the first burst
+		// (the requests on the wire) hold the partition two windows, with
+		// no probe; the pace's additive increase finds the limit once more.
 		{"bare 429", func() *api { return silentAPI(limit, window) }, workers + 6, 1.25, false},
 	}
 	for _, tc := range cases {

@@ -100,23 +100,33 @@ func TestConcurrencyQuota(t *testing.T) {
 	assert.True(t, q.readyAt(t0, 1, 2).IsZero())
 }
 
-// TestAIMD: the first refusal guesses from what the server took, a
-// refusal that ends a long enough run measures it, a refusal with no
-// success since the last pause changes nothing, and successes raise the
-// rate again: one refusal never pins the pace.
+// TestAIMD: the first refusal guesses from what the server took, just
+// under it; one that ends a burst also asks for the two-window hold and
+// counts as measured; a refusal that ends a long enough run measures the
+// rate; a refusal with no success since the last pause changes nothing;
+// and successes raise the rate again: one refusal never pins the pace.
 func TestAIMD(t *testing.T) {
+	cut := func(d time.Duration) time.Duration { return time.Duration(float64(d) * aimdCut) }
+
+	var lone aimd
+	assert.Zero(t, lone.refused(t0.Add(20*time.Millisecond), t0, 0, 10), "no burst: no hold")
+	assert.Equal(t, cut(100*time.Millisecond), lone.step, "8 refused at once, 2 still on the wire: 10 a second, just under")
+	assert.False(t, lone.calibrated, "a guess: probed upwards fast")
+
 	var a aimd
-	a.refused(t0.Add(30*time.Millisecond), t0, 10, 10)
-	assert.Equal(t, 100*time.Millisecond, a.step, "10 taken before the first refusal: 10 a second")
-	a.refused(t0.Add(time.Second), t0.Add(900*time.Millisecond), 0, 1)
-	assert.Equal(t, 100*time.Millisecond, a.step, "no success since the pause: unchanged")
-	a.refused(t0.Add(5*time.Second), t0, 48, 3)
-	assert.Equal(t, time.Duration(float64(100*time.Millisecond)*aimdCut), a.step, "measured: 48 answered and 2 more on the wire in 5s, times the cut")
+	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 10, 10), "a burst of 10 then a refusal: hold two windows")
+	assert.Equal(t, cut(100*time.Millisecond), a.step, "10 taken before the first refusal: 10 a second, just under")
+	assert.True(t, a.calibrated, "the burst showed the quota")
+	assert.Zero(t, a.refused(t0.Add(3*time.Second), t0.Add(2900*time.Millisecond), 0, 1))
+	assert.Equal(t, cut(100*time.Millisecond), a.step, "no success since the pause: unchanged")
+	assert.Zero(t, a.refused(t0.Add(5*time.Second), t0, 48, 3), "a paced refusal holds nothing")
+	assert.Equal(t, cut(cut(100*time.Millisecond)), a.step, "measured: the larger of the pace and 48 answered plus 2 on the wire in 5s, times the cut")
 	slow := a.step
 	for range 10 * aimdRun {
 		a.succeeded()
 	}
 	assert.Less(t, a.step, slow, "successes raise the rate")
+
 	var m aimd
 	m.measured(50 * time.Millisecond)
 	for range 10 * aimdRun {

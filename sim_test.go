@@ -26,9 +26,9 @@ func TestHeaderlessServers(t *testing.T) {
 		total   = 200
 	)
 	// Each case's bound is issue 11's (10 refusals, 1.15×) unless its
-	// comment says why it is not met; those bounds are what the Transport
-	// achieves today (the runs are deterministic), so that a regression
-	// still fails.
+	// comment says why it is not met; such a bound is what the Transport
+	// achieves (the runs are deterministic), so that a regression still
+	// fails.
 	cases := []struct {
 		name     string
 		sim      func() (http.Handler, snapshotter)
@@ -43,23 +43,34 @@ func TestHeaderlessServers(t *testing.T) {
 		{"penalty window", func() (http.Handler, snapshotter) {
 			s := apisim.NewPenaltyWindow(rate, time.Second)
 			return s, s
-			// 10 refusals cannot be met here, by any client: the first
-			// window takes the first 10 requests; each success sends the
-			// next at once, and nothing yet says there is a limit, so 10
-			// more are on the wire when the first refusal comes back, all
-			// refused — the whole budget — and they put the next window
-			// (1-2 s) in debt, so any request before t = 2 s is refused
-			// too. Meeting the bound would take waiting 2 s blind after a
-			// bare refusal, which against the other servers costs far
-			// more than 1.15×. What is achieved: 10, the backoff's probes
-			// through the debt window, and the pace's later probes
-			// upwards.
-		}, (total/rate - 1) * time.Second, 16, 1.2},
+			// 11, not 10. The window [0, 1 s) takes the first 10
+			// requests. Their answers all come back within the 5 ms
+			// jitter of each other, well inside one round trip (20 ms),
+			// and say nothing of a limit, so each worker's next request
+			// is on the wire before the first refusal can be back: 10
+			// refusals, the whole budget, and an overage of 10 that
+			// starts the window [1 s, 2 s) full. Any request reaching
+			// the server before 2 s is refused (the first window is
+			// full, the second starts full), so the bound needs the
+			// Transport to send nothing more until then — which the
+			// burst's hold (aimdHold) does — and then no refusal at all
+			// for the 18 s left. But issue 11's additive increase
+			// raises the pace (1% of it per 20 successes, from just
+			// under 10/s after the hold) until a window takes an 11th
+			// request: at 18 s here. Only a client that never probes
+			// above a pace it settled on would avoid it, and that is
+			// what the issue forbids; a slower probe pushes it past the
+			// end of this run for some start phases and not others,
+			// which would be tuning to the run's length. Before the
+			// hold: 16 refusals, 1.19×.
+		}, (total/rate - 1) * time.Second, 11, 1.15},
 		{"reordered answers", func() (http.Handler, snapshotter) {
 			s := apisim.NewPenaltyWindow(rate, time.Second)
 			return &apisim.Reorder{Handler: s, Max: 80 * time.Millisecond, Seed: 7}, s
-			// The penalty window's debt, as above.
-		}, (total/rate - 1) * time.Second, 14, 1.22},
+			// The penalty window's debt, as above; the first refusal
+			// may come back before the whole second wave is sent, so
+			// it can be met.
+		}, (total/rate - 1) * time.Second, 10, 1.15},
 		{"sliding window misreporting its reset", func() (http.Handler, snapshotter) {
 			s := apisim.NewSlidingWindow(rate, time.Second)
 			return s, s
@@ -68,8 +79,9 @@ func TestHeaderlessServers(t *testing.T) {
 			s := apisim.NewCapacity(2, 200*time.Millisecond)
 			return s, s
 			// 8 refusals are unavoidable (10 sent at once before any
-			// answer, 2 taken); 11 today, and 1.15×.
-		}, total * 200 * time.Millisecond / 2, 11, 1.16},
+			// answer, 2 taken); the probe after them, and the first
+			// upward probe of the guessed pace, make 10.
+		}, total * 200 * time.Millisecond / 2, 10, 1.15},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,5 +119,29 @@ func TestSlidingWindowAlignedToItsCreation(t *testing.T) {
 		t.Logf("%d ok, %d refused, elapsed %v", st.Admitted, st.Refused, elapsed)
 		assert.LessOrEqual(t, st.Refused, int64(1))
 		assert.LessOrEqual(t, elapsed.Seconds(), 1.15*6)
+	})
+}
+
+// TestBurstRefusalHoldsTwoWindows: a server that took a burst of 10 and
+// then refused bare, counting the refusals against the next window
+// (apisim.PenaltyWindow), sees nothing more from the Transport until that
+// window has passed: its 10 refusals are the second wave, already on the
+// wire when the first came back, and none falls in the window in debt.
+func TestBurstRefusalHoldsTwoWindows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		s := apisim.NewPenaltyWindow(10, time.Second)
+		tr := NewTransport(&apisim.Transport{Handler: s, Latency: 10 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1})
+		defer tr.Close()
+		elapsed := drive(t, tr, 10, 40)
+		st := s.Snapshot()
+		t.Logf("%d ok, %d refused, elapsed %v", st.Admitted, st.Refused, elapsed)
+		assert.Len(t, st.Refusals, 10)
+		for _, at := range st.Refusals {
+			assert.Less(t, at.Sub(start), 100*time.Millisecond, "refused in the window in debt")
+		}
+		// 10 in the first window, none until 2 s, then 30 at just under
+		// 10 a second (3.05 s).
+		assert.Less(t, elapsed, 5500*time.Millisecond)
 	})
 }
