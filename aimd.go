@@ -18,6 +18,17 @@ type aimd struct {
 	// calibrated: a refusal measured the server's rate; until then the
 	// rate grows by aimdProbeGain.
 	calibrated bool
+	// slow: slow start. The first guess rests on fewer than
+	// aimdStartBelow requests (a client sending a few at a time), so it
+	// may be far below the server's rate: the rate doubles after every
+	// aimdStartRun successes until a refusal, which goes back to prev,
+	// the last interval a run got through at.
+	slow bool
+	prev time.Duration
+	// tight is an interval the server refused, when the pace the refusal
+	// left is well below it (aimdSearch): runs of successes then search
+	// halfway up to it rather than creeping by aimdGain.
+	tight time.Duration
 }
 
 const (
@@ -26,6 +37,14 @@ const (
 	aimdRun       = 20
 	aimdGain      = 0.01
 	aimdProbeGain = 0.2
+	// aimdStartRun is the successes after which slow start doubles the
+	// rate; a first guess from fewer than aimdStartBelow requests starts
+	// slow start.
+	aimdStartRun   = 2
+	aimdStartBelow = 8
+	// aimdSearch: a pace this much slower than a refused one is searched
+	// upwards (see tight).
+	aimdSearch = 1.25
 	// aimdCut multiplies the interval on a refusal, on top of the interval
 	// the server was seen to accept.
 	aimdCut = 1.05
@@ -67,20 +86,30 @@ const (
 // two windows of aimdSpan (aimdHold) rather than probing into the debt,
 // and the quota the burst showed counts as measured: the rate grows by
 // aimdGain, not aimdProbeGain. Otherwise the rate grows fast
-// (aimdProbeGain) until a refusal measures it.
+// (aimdProbeGain) until a refusal measures it — or, when the guess rests
+// on fewer than aimdStartBelow requests, doubles in slow start (see slow).
 func (a *aimd) refused(now, resumed time.Time, ok, inflight int) (hold time.Duration) {
 	switch {
+	case a.slow && a.step > 0 && ok > 0:
+		// Slow start overshot: back to the last interval a run got
+		// through at, just under it, and search up to the refused one.
+		a.tight = a.step
+		a.step = time.Duration(float64(max(a.prev, a.step)) * aimdCut)
+		a.slow, a.calibrated = false, true
 	case ok >= aimdSamples && now.Sub(resumed) >= aimdSpan:
 		a.step = time.Duration(float64(max(a.step, now.Sub(resumed)/time.Duration(ok+max(inflight-1, 0)))) * aimdCut)
-		a.calibrated = true
+		a.calibrated, a.tight = true, 0
 	case a.step > 0 && ok == 0:
 		return 0
 	case a.step > 0:
 		a.step = time.Duration(float64(a.step) * aimdCut)
 	default:
 		a.step = time.Duration(float64(time.Second/time.Duration(max(ok, inflight, 1))) * aimdCut)
-		if ok >= aimdSamples {
+		switch {
+		case ok >= aimdSamples:
 			hold, a.calibrated = aimdHold, true
+		case max(ok, inflight) < aimdStartBelow:
+			a.slow, a.prev = true, a.step
 		}
 	}
 	a.base, a.good, a.bare = a.step, 0, true
@@ -101,17 +130,28 @@ func (a *aimd) succeeded() {
 	if !a.bare {
 		return
 	}
-	if a.good++; a.good < aimdRun {
+	run := aimdRun
+	if a.slow {
+		run = aimdStartRun
+	}
+	if a.good++; a.good < run {
 		return
 	}
 	a.good = 0
-	gain := aimdGain
-	if !a.calibrated {
-		gain = aimdProbeGain
+	switch {
+	case a.slow:
+		a.prev, a.step = a.step, a.step/2
+	case a.tight > 0 && float64(a.step) > aimdSearch*float64(a.tight):
+		// Halfway, in rate, up to the interval refused.
+		a.step = time.Duration(2 / (1/float64(a.step) + 1/float64(a.tight)))
+	default:
+		gain := aimdGain
+		if !a.calibrated {
+			gain = aimdProbeGain
+		}
+		a.step = time.Duration(1 / (1/float64(a.step) + gain/float64(a.base)))
 	}
-	rate := 1/float64(a.step) + gain/float64(a.base)
-	a.step = time.Duration(1 / rate)
 	if a.step < aimdFloor {
-		a.step, a.bare = 0, false
+		*a = aimd{}
 	}
 }

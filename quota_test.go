@@ -100,7 +100,7 @@ func TestConcurrencyQuota(t *testing.T) {
 	assert.True(t, q.readyAt(t0, 1, 2).IsZero())
 }
 
-// TestAIMD: the first refusal guesses from what the server took, just
+// TestAIMD (and, at its end, slow start): the first refusal guesses from what the server took, just
 // under it; one that ends a burst also asks for the two-window hold and
 // counts as measured; a refusal that ends a long enough run measures the
 // rate; a refusal with no success since the last pause changes nothing;
@@ -133,4 +133,30 @@ func TestAIMD(t *testing.T) {
 		m.succeeded()
 	}
 	assert.Equal(t, 50*time.Millisecond, m.step, "a pace a server measured for us is not probed")
+
+	// A client sending one request at a time: the first guess (a second)
+	// rests on one request, so slow start doubles the rate after every
+	// aimdStartRun successes; the refusal that ends it goes back to the
+	// last interval a run got through at, just under it, and runs search
+	// halfway up to the refused one.
+	var s aimd
+	s.refused(t0.Add(2*time.Millisecond), t0, 1, 1)
+	assert.Equal(t, cut(time.Second), s.step)
+	assert.True(t, s.slow, "a guess from one request starts slow start")
+	run := func(n int) {
+		for range n {
+			s.succeeded()
+		}
+	}
+	run(aimdStartRun)
+	assert.Equal(t, cut(time.Second)/2, s.step, "slow start: a run doubles the rate")
+	run(3 * aimdStartRun)
+	assert.Equal(t, cut(time.Second)/16, s.step)
+	s.refused(t0.Add(5*time.Second), t0.Add(4*time.Second), 3, 1)
+	assert.False(t, s.slow)
+	assert.Equal(t, cut(cut(time.Second)/8), s.step, "back to the last interval a run got through at, just under")
+	assert.Equal(t, cut(time.Second)/16, s.tight)
+	before := s.step
+	run(aimdRun)
+	assert.InDelta(t, float64(2/(1/float64(before)+1/float64(s.tight))), float64(s.step), 1, "halfway, in rate, up to the refused interval")
 }

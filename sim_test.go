@@ -145,3 +145,34 @@ func TestBurstRefusalHoldsTwoWindows(t *testing.T) {
 		assert.Less(t, elapsed, 5500*time.Millisecond)
 	})
 }
+
+// TestHeaderlessFewWorkers: a client that sends one, two or four requests
+// at a time to a server that refuses with a bare 429 (a leaky bucket of 10
+// a second, no burst: nginx's limit_req as configured by default). The
+// first refusal then rests on so few requests that the pace's guess (what
+// the server took per second) is a tenth to a half of the server's rate;
+// before slow start, the pace crept up from it by a fifth of the guess
+// every 20 successes and took 7.9×, 3.9× and 2.0× the ideal time. Slow
+// start doubles the rate after every two successes until a refusal, then
+// searches between the last interval that got through and the refused
+// one: 1.8×, 1.6× and 1.5× today (most of it the first seconds at the
+// guess), with a handful of refusals.
+func TestHeaderlessFewWorkers(t *testing.T) {
+	const total = 100
+	ideal := (total - 1) * time.Second / 10
+	for _, workers := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := apisim.NewLeakyBucket(10, 0)
+				tr := NewTransport(&apisim.Transport{Handler: s, Latency: time.Millisecond, Seed: 1})
+				defer tr.Close()
+				elapsed := drive(t, tr, workers, total)
+				st := s.Snapshot()
+				ratio := elapsed.Seconds() / ideal.Seconds()
+				t.Logf("%d ok, %d refused, elapsed %v (ideal %v, ratio %.2f)", st.Admitted, st.Refused, elapsed, ideal, ratio)
+				assert.LessOrEqual(t, st.Refused, int64(8), "refusals")
+				assert.LessOrEqual(t, ratio, 1.9, "elapsed %v", elapsed)
+			})
+		})
+	}
+}

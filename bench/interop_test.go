@@ -234,7 +234,7 @@ type tally struct {
 func (c *tally) saw(resp *http.Response) {
 	switch resp.StatusCode {
 	case http.StatusOK:
-	case http.StatusTooManyRequests:
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable: // nginx refuses with 503
 		c.limited.Add(1)
 	default:
 		c.other.Add(1)
@@ -244,7 +244,7 @@ func (c *tally) saw(resp *http.Response) {
 	switch {
 	case resp.StatusCode == http.StatusOK && c.allowed == nil:
 		c.allowed = resp.Header.Clone()
-	case resp.StatusCode == http.StatusTooManyRequests && c.refused == nil:
+	case resp.StatusCode != http.StatusOK && c.refused == nil:
 		c.refused = resp.Header.Clone()
 	}
 }
@@ -317,7 +317,7 @@ func interopDrive(ctx context.Context, client *http.Client, url string, stop fun
 						ok.Add(1)
 						break
 					}
-					if resp.StatusCode != http.StatusTooManyRequests {
+					if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 						fail(fmt.Errorf("unexpected status %s", resp.Status))
 						return
 					}
