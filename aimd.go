@@ -3,50 +3,43 @@ package throttle
 import "time"
 
 // aimd learns a pace for a server that refuses without saying when or how
-// much (a bare 429 or 503, an overloaded 529): multiplicative decrease on
-// a refusal, down to the rate the server was seen to accept, and additive
-// increase after each run of successes, as TCP does and as Google's SRE
-// book recommends for client-side throttling — so one unlucky refusal never
-// pins the pace for the life of the Transport. A refusal to a request sent
-// before the last decrease took effect says nothing new and changes
-// nothing (the gate checks that). Its zero value does not pace.
+// much (a bare 429 or 503, an overloaded 529). It knows nothing of the
+// server's time scale (a request a minute or a hundred a second), so after
+// a first guess it searches, as TCP does: slow start doubles the rate
+// after each short run of successes until a refusal; from then on a
+// refusal goes back to safe, the last interval a whole run of successes
+// got through at, and each run moves halfway (in rate) from there up to
+// tight, the interval refused, until the two are within aimdSearch of each
+// other; then the rate creeps up by aimdGain a run, so that one unlucky
+// refusal never pins the pace for the life of the Transport and a server
+// that raised its limit is found again. A refusal to a request sent
+// before the last change took effect says nothing new and changes nothing
+// (the gate checks that). Its zero value does not pace.
 type aimd struct {
-	step time.Duration // the interval between requests; 0: no pace
-	base time.Duration // step at the last decrease: the increase is a share of its rate
-	good int           // successes since the last change
-	bare bool          // learned from bare refusals: probe upwards
-	// calibrated: a refusal measured the server's rate; until then the
-	// rate grows by aimdProbeGain.
-	calibrated bool
-	// slow: slow start. The first guess rests on fewer than
-	// aimdStartBelow requests (a client sending a few at a time), so it
-	// may be far below the server's rate: the rate doubles after every
-	// aimdStartRun successes until a refusal, which goes back to prev,
-	// the last interval a run got through at.
-	slow bool
-	prev time.Duration
-	// tight is an interval the server refused, when the pace the refusal
-	// left is well below it (aimdSearch): runs of successes then search
-	// halfway up to it rather than creeping by aimdGain.
-	tight time.Duration
+	step  time.Duration // the interval between requests; 0: no pace
+	base  time.Duration // the interval at the last decrease: the creep is a share of its rate
+	safe  time.Duration // the last interval a whole run got through at; 0: none
+	tight time.Duration // the interval last refused, while searching; 0: not searching
+	good  int           // successes since the last change
+	bare  bool          // learned from bare refusals: search upwards
+	slow  bool          // slow start: doubling until a refusal
+	twice bool          // slow start has doubled at least twice: the guess was far off
 }
 
 const (
-	// aimdRun is the successes after which the rate grows by aimdGain of
-	// the rate at the last decrease.
-	aimdRun       = 20
-	aimdGain      = 0.01
-	aimdProbeGain = 0.2
-	// aimdStartRun is the successes after which slow start doubles the
-	// rate; a first guess from fewer than aimdStartBelow requests starts
-	// slow start.
-	aimdStartRun   = 2
-	aimdStartBelow = 8
-	// aimdSearch: a pace this much slower than a refused one is searched
-	// upwards (see tight).
+	// aimdRun is the successes that prove an interval; aimdStartRun, in
+	// slow start, where a refusal costs little (the rate was just doubled
+	// from one that got through).
+	aimdRun      = 20
+	aimdStartRun = 2
+	// aimdSearch: safe and tight this close (as a ratio) end the search.
 	aimdSearch = 1.25
-	// aimdCut multiplies the interval on a refusal, on top of the interval
-	// the server was seen to accept.
+	// aimdGain is the creep once the search has ended, a share of the
+	// rate at the last decrease per run.
+	aimdGain = 0.01
+	// aimdCut multiplies the interval on a refusal that no run had
+	// proven safe, and a guessed or measured interval, so that a guess
+	// that happens to be exact does not sit on the limit.
 	aimdCut = 1.05
 	// aimdFloor: a pace this fast is no pace.
 	aimdFloor = time.Millisecond
@@ -64,52 +57,83 @@ const (
 // should hold the partition at least (0: one step of the pace, growing
 // with each refused probe, is enough). ok successes came back since
 // resumed, the end of the last pause, and inflight requests were on the
-// wire, the refused one included.
+// wire, the refused one included. A refusal with no success since the
+// last pause changes nothing (the gate's backoff grows instead).
 //
-// If the refusal ends a run of successes long enough to measure what the
-// server accepted (aimdSamples over aimdSpan), the interval becomes the
-// larger of the current one and the measured one — the time since resumed
-// over the requests sent in it that it did not refuse: the successes and
-// the others still on the wire, which it took too — times aimdCut. A
-// refusal with no success since the last pause changes nothing (the gate's
-// backoff grows instead).
+// On a first refusal the interval is a guess — that the server takes per
+// second what it took before it refused (accepted, or on the wire then) —
+// times aimdCut, and slow start begins. Unless that refusal ends a burst
+// (aimdSamples successes or more): then the server let a quota through at
+// once and stopped, a window or a bucket that is empty; the requests on
+// the wire will be refused too, and a server that counts refusals against
+// the caller (as OpenAI's does) debits them from its next window. So the
+// gate holds the partition for two windows of aimdSpan (aimdHold) rather
+// than probing into the debt, and the quota the burst showed counts as the
+// rate: it creeps, with no slow start.
 //
-// On a first refusal, with nothing measured, the interval is a guess —
-// that the server takes per second what it took before it refused
-// (accepted, or on the wire then) — times aimdCut, so that a guess that
-// happens to be exact does not sit on the limit. If that refusal ends a
-// burst (aimdSamples successes or more, in less than aimdSpan), the server
-// let a quota through at once and then stopped: a window, or a bucket,
-// that is empty. The requests already on the wire will be refused too, and
-// a server that counts refusals against the caller (as OpenAI's does)
-// debits them from its next window; so the gate holds the partition for
-// two windows of aimdSpan (aimdHold) rather than probing into the debt,
-// and the quota the burst showed counts as measured: the rate grows by
-// aimdGain, not aimdProbeGain. Otherwise the rate grows fast
-// (aimdProbeGain) until a refusal measures it — or, when the guess rests
-// on fewer than aimdStartBelow requests, doubles in slow start (see slow).
+// A refusal that ends slow start goes back to the last interval a run got
+// through at, and searches up to the refused one if slow start doubled
+// more than once (the guess was far off). Later refusals go back to safe,
+// or, when safe itself was refused (the server slowed, or a burst it let
+// through hid its rate), slow down by aimdCut. If the refusal ends a run
+// at a creeping pace long enough to measure what the server accepted
+// (aimdSamples over aimdSpan: a whole window of the usual fixed windows),
+// the pace is at least that: the time since resumed over the requests
+// sent in it that it did not refuse, times aimdCut. (While the pace grows
+// fast, in slow start or a search, that average lags far behind it.)
 func (a *aimd) refused(now, resumed time.Time, ok, inflight int) (hold time.Duration) {
-	switch {
-	case a.slow && a.step > 0 && ok > 0:
-		// Slow start overshot: back to the last interval a run got
-		// through at, just under it, and search up to the refused one.
-		a.tight = a.step
-		a.step = time.Duration(float64(max(a.prev, a.step)) * aimdCut)
-		a.slow, a.calibrated = false, true
-	case ok >= aimdSamples && now.Sub(resumed) >= aimdSpan:
-		a.step = time.Duration(float64(max(a.step, now.Sub(resumed)/time.Duration(ok+max(inflight-1, 0)))) * aimdCut)
-		a.calibrated, a.tight = true, 0
-	case a.step > 0 && ok == 0:
+	if a.step > 0 && ok == 0 {
 		return 0
-	case a.step > 0:
-		a.step = time.Duration(float64(a.step) * aimdCut)
-	default:
+	}
+	// Creeping (neither in slow start nor searching): the pace sat near
+	// the server's rate since the last pause, so what the server took
+	// over that run measures it.
+	creeping := a.step > 0 && !a.slow && a.tight == 0
+	switch {
+	case a.step == 0:
 		a.step = time.Duration(float64(time.Second/time.Duration(max(ok, inflight, 1))) * aimdCut)
+		a.safe, a.tight, a.twice = 0, 0, false
+		a.slow = ok < aimdSamples
 		switch {
-		case ok >= aimdSamples:
-			hold, a.calibrated = aimdHold, true
-		case max(ok, inflight) < aimdStartBelow:
-			a.slow, a.prev = true, a.step
+		case !a.slow:
+			hold, a.safe = aimdHold, a.step
+		case ok == 0 && inflight > 1:
+			// Refused before any answer that got through: the server
+			// answers refusals faster than what it takes (a capacity
+			// limit, or slow work). Probe after twice the guess, not
+			// into the requests it is still serving.
+			hold = 2 * a.step
+		}
+	case a.slow:
+		a.slow = false
+		if a.twice {
+			a.tight = a.step
+		}
+		switch {
+		case a.safe == 0:
+			// Refused before a run got through: the guess was too fast.
+			a.step = 2 * a.base
+		case a.twice:
+			a.step = a.safe
+		default:
+			// The guess got through and its double did not: the guess
+			// was about right, and the server near it; keep a margin.
+			a.step = time.Duration(float64(a.safe) * aimdCut)
+		}
+	case a.safe > a.step:
+		a.tight = a.step
+		a.step = a.safe
+	case a.safe == 0:
+		// Nothing has got through since the last refusal but single
+		// requests: half the rate, as TCP does.
+		a.step *= 2
+	default:
+		a.safe, a.tight = 0, 0
+		a.step = time.Duration(float64(a.step) * aimdCut)
+	}
+	if creeping && ok >= aimdSamples && now.Sub(resumed) >= aimdSpan {
+		if m := time.Duration(float64(now.Sub(resumed)/time.Duration(ok+max(inflight-1, 0))) * aimdCut); m > a.step {
+			a.step, a.safe, a.tight = m, m, 0
 		}
 	}
 	a.base, a.good, a.bare = a.step, 0, true
@@ -118,14 +142,15 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int) (hold time.Dura
 
 // measured sets the pace to what a server that said when to come back
 // accepted since the last pause: a fresh measurement, not a guess, so it
-// replaces the pace (either way) and is not probed upwards: the next
+// replaces the pace (either way) and is not searched upwards: the next
 // refusal measures again.
 func (a *aimd) measured(step time.Duration) {
-	a.step, a.base, a.good, a.bare, a.calibrated = step, step, 0, false, true
+	*a = aimd{step: step, base: step, safe: step}
 }
 
-// succeeded applies a fresh success: after every aimdRun of them the rate
-// grows by aimdGain of the rate at the last decrease.
+// succeeded applies a fresh success: a run of them proves the interval
+// safe, and moves the pace on: doubling in slow start, halfway up to
+// tight while searching, a creep of aimdGain after.
 func (a *aimd) succeeded() {
 	if !a.bare {
 		return
@@ -137,19 +162,16 @@ func (a *aimd) succeeded() {
 	if a.good++; a.good < run {
 		return
 	}
-	a.good = 0
+	a.good, a.safe = 0, a.step
 	switch {
 	case a.slow:
-		a.prev, a.step = a.step, a.step/2
+		a.twice = a.step < a.base
+		a.step /= 2
 	case a.tight > 0 && float64(a.step) > aimdSearch*float64(a.tight):
-		// Halfway, in rate, up to the interval refused.
 		a.step = time.Duration(2 / (1/float64(a.step) + 1/float64(a.tight)))
 	default:
-		gain := aimdGain
-		if !a.calibrated {
-			gain = aimdProbeGain
-		}
-		a.step = time.Duration(1 / (1/float64(a.step) + gain/float64(a.base)))
+		a.tight = 0
+		a.step = time.Duration(1 / (1/float64(a.step) + aimdGain/float64(a.base)))
 	}
 	if a.step < aimdFloor {
 		*a = aimd{}

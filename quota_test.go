@@ -100,63 +100,79 @@ func TestConcurrencyQuota(t *testing.T) {
 	assert.True(t, q.readyAt(t0, 1, 2).IsZero())
 }
 
-// TestAIMD (and, at its end, slow start): the first refusal guesses from what the server took, just
-// under it; one that ends a burst also asks for the two-window hold and
-// counts as measured; a refusal that ends a long enough run measures the
-// rate; a refusal with no success since the last pause changes nothing;
-// and successes raise the rate again: one refusal never pins the pace.
+// TestAIMD: a first refusal guesses the rate (just under what the server
+// took per second) and starts slow start, or, when it ends a burst, holds
+// the partition and creeps; slow start doubles the rate after each short
+// run; the refusal that ends it goes back to the last interval a run got
+// through at (with a margin when only the guess did) and, if the guess was
+// far off, searches halfway up to the refused interval; a refusal of a
+// pace no run proved halves the rate; a refusal with no success since the
+// last pause changes nothing; a creeping pace that a refusal ends after a
+// long enough run is measured; a pace a server measured is not searched.
 func TestAIMD(t *testing.T) {
 	cut := func(d time.Duration) time.Duration { return time.Duration(float64(d) * aimdCut) }
+	runs := func(a *aimd, n int) {
+		for range n {
+			a.succeeded()
+		}
+	}
 
 	var lone aimd
-	assert.Zero(t, lone.refused(t0.Add(20*time.Millisecond), t0, 0, 10), "no burst: no hold")
+	assert.Equal(t, 2*cut(100*time.Millisecond), lone.refused(t0.Add(20*time.Millisecond), t0, 0, 10),
+		"refused before any answer got through: probe after twice the guess")
 	assert.Equal(t, cut(100*time.Millisecond), lone.step, "8 refused at once, 2 still on the wire: 10 a second, just under")
-	assert.False(t, lone.calibrated, "a guess: probed upwards fast")
+	assert.True(t, lone.slow, "a guess: slow start")
+	lone.refused(t0.Add(300*time.Millisecond), t0, 1, 1)
+	assert.Equal(t, 2*cut(100*time.Millisecond), lone.step, "refused before a run got through: half the rate")
+	assert.False(t, lone.slow)
 
 	var a aimd
 	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 10, 10), "a burst of 10 then a refusal: hold two windows")
 	assert.Equal(t, cut(100*time.Millisecond), a.step, "10 taken before the first refusal: 10 a second, just under")
-	assert.True(t, a.calibrated, "the burst showed the quota")
+	assert.False(t, a.slow, "the burst showed the quota: no slow start")
 	assert.Zero(t, a.refused(t0.Add(3*time.Second), t0.Add(2900*time.Millisecond), 0, 1))
 	assert.Equal(t, cut(100*time.Millisecond), a.step, "no success since the pause: unchanged")
-	assert.Zero(t, a.refused(t0.Add(5*time.Second), t0, 48, 3), "a paced refusal holds nothing")
-	assert.Equal(t, cut(cut(100*time.Millisecond)), a.step, "measured: the larger of the pace and 48 answered plus 2 on the wire in 5s, times the cut")
-	slow := a.step
-	for range 10 * aimdRun {
-		a.succeeded()
-	}
-	assert.Less(t, a.step, slow, "successes raise the rate")
+	runs(&a, aimdRun)
+	assert.Less(t, a.step, cut(100*time.Millisecond), "a run creeps the rate up")
+	assert.Zero(t, a.refused(t0.Add(5*time.Second), t0, 39, 3), "a paced refusal holds nothing")
+	assert.Equal(t, cut(5*time.Second/41), a.step,
+		"creeping: measured, 39 answered plus 2 on the wire in 5s, times the cut, slower than the safe interval")
 
-	var m aimd
-	m.measured(50 * time.Millisecond)
-	for range 10 * aimdRun {
-		m.succeeded()
-	}
-	assert.Equal(t, 50*time.Millisecond, m.step, "a pace a server measured for us is not probed")
-
-	// A client sending one request at a time: the first guess (a second)
-	// rests on one request, so slow start doubles the rate after every
-	// aimdStartRun successes; the refusal that ends it goes back to the
-	// last interval a run got through at, just under it, and runs search
-	// halfway up to the refused one.
+	// One request at a time: the guess (a second) rests on one request.
 	var s aimd
 	s.refused(t0.Add(2*time.Millisecond), t0, 1, 1)
 	assert.Equal(t, cut(time.Second), s.step)
-	assert.True(t, s.slow, "a guess from one request starts slow start")
-	run := func(n int) {
-		for range n {
-			s.succeeded()
-		}
-	}
-	run(aimdStartRun)
+	assert.True(t, s.slow)
+	runs(&s, aimdStartRun)
 	assert.Equal(t, cut(time.Second)/2, s.step, "slow start: a run doubles the rate")
-	run(3 * aimdStartRun)
+	runs(&s, 3*aimdStartRun)
 	assert.Equal(t, cut(time.Second)/16, s.step)
 	s.refused(t0.Add(5*time.Second), t0.Add(4*time.Second), 3, 1)
 	assert.False(t, s.slow)
-	assert.Equal(t, cut(cut(time.Second)/8), s.step, "back to the last interval a run got through at, just under")
-	assert.Equal(t, cut(time.Second)/16, s.tight)
-	before := s.step
-	run(aimdRun)
-	assert.InDelta(t, float64(2/(1/float64(before)+1/float64(s.tight))), float64(s.step), 1, "halfway, in rate, up to the refused interval")
+	assert.Equal(t, cut(time.Second)/8, s.step, "back to the last interval a run got through at")
+	assert.Equal(t, cut(time.Second)/16, s.tight, "the guess was far off: search up to the refused interval")
+	before, tight := s.step, s.tight
+	runs(&s, aimdRun)
+	assert.InDelta(t, float64(2/(1/float64(before)+1/float64(tight))), float64(s.step), 1, "halfway, in rate")
+	refused := s.step
+	s.refused(t0.Add(9*time.Second), t0.Add(8*time.Second), 20, 1)
+	assert.Equal(t, before, s.step, "refused while searching: back to the safe interval")
+	assert.Equal(t, refused, s.tight)
+	for range 10 {
+		runs(&s, aimdRun)
+	}
+	assert.Zero(t, s.tight, "the search ends once safe and tight are close")
+
+	// The guess got through, its double did not: the guess was about right.
+	var g aimd
+	g.refused(t0, t0, 1, 10)
+	runs(&g, aimdStartRun)
+	g.refused(t0.Add(time.Second), t0, 2, 1)
+	assert.Equal(t, cut(cut(100*time.Millisecond)), g.step, "back to the guess, with a margin")
+	assert.Zero(t, g.tight, "no search")
+
+	var m aimd
+	m.measured(50 * time.Millisecond)
+	runs(&m, 10*aimdRun)
+	assert.Equal(t, 50*time.Millisecond, m.step, "a pace a server measured for us is not searched")
 }

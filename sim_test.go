@@ -151,12 +151,12 @@ func TestBurstRefusalHoldsTwoWindows(t *testing.T) {
 // a second, no burst: nginx's limit_req as configured by default). The
 // first refusal then rests on so few requests that the pace's guess (what
 // the server took per second) is a tenth to a half of the server's rate;
-// before slow start, the pace crept up from it by a fifth of the guess
-// every 20 successes and took 7.9×, 3.9× and 2.0× the ideal time. Slow
-// start doubles the rate after every two successes until a refusal, then
+// when the pace crept up from it by a fifth of the guess every 20
+// successes, this took 7.9×, 3.9× and 2.0× the ideal time. Slow start
+// doubles the rate after every two successes until a refusal, then
 // searches between the last interval that got through and the refused
-// one: 1.8×, 1.6× and 1.5× today (most of it the first seconds at the
-// guess), with a handful of refusals.
+// one: 1.6×, 1.3× and 1.25× (most of it the first seconds at the guess),
+// with a handful of refusals.
 func TestHeaderlessFewWorkers(t *testing.T) {
 	const total = 100
 	ideal := (total - 1) * time.Second / 10
@@ -171,8 +171,66 @@ func TestHeaderlessFewWorkers(t *testing.T) {
 				ratio := elapsed.Seconds() / ideal.Seconds()
 				t.Logf("%d ok, %d refused, elapsed %v (ideal %v, ratio %.2f)", st.Admitted, st.Refused, elapsed, ideal, ratio)
 				assert.LessOrEqual(t, st.Refused, int64(8), "refusals")
-				assert.LessOrEqual(t, ratio, 1.9, "elapsed %v", elapsed)
+				assert.LessOrEqual(t, ratio, 1.7, "elapsed %v", elapsed)
 			})
 		})
+	}
+}
+
+// TestHeaderlessAtManyRates: issue 11's bound is set at 10 requests a
+// second, where the pace's first guess from 10 requests in flight (10 a
+// second) happens to be right; a pace tuned to that one rate took 1.5× the
+// ideal at 20 a second, 3× at 50 and 6× at 100, and at 2 a second drew 67
+// refusals for 60 successes. Against leaky buckets (no burst, 2, 5) and a
+// capacity limit at 2 to 100 a second, 10 goroutines: slow start and the
+// search keep every case within 1.8× (1.6× from 5 a second up) and 20
+// refusals. (Penalty windows and sliding windows at other rates are
+// printed, not bounded: the two-second hold after a burst is a second's
+// window by construction; see the closing note of issue 11.)
+func TestHeaderlessAtManyRates(t *testing.T) {
+	type server struct {
+		name  string
+		make  func(rate int) (http.Handler, snapshotter)
+		burst int
+		ideal func(rate, total int) time.Duration
+	}
+	leaky := func(b int) server {
+		return server{fmt.Sprintf("leaky bucket, burst %d", b), func(rate int) (http.Handler, snapshotter) {
+			s := apisim.NewLeakyBucket(rate, b)
+			return s, s
+		}, b, func(rate, total int) time.Duration {
+			return time.Duration(total-1-b) * time.Second / time.Duration(rate)
+		}}
+	}
+	servers := []server{leaky(0), leaky(2), leaky(5),
+		{"capacity 2", func(rate int) (http.Handler, snapshotter) {
+			s := apisim.NewCapacity(2, 2*time.Second/time.Duration(rate))
+			return s, s
+		}, 0, func(rate, total int) time.Duration { return time.Duration(total) * time.Second / time.Duration(rate) }},
+	}
+	for _, srv := range servers {
+		for _, rate := range []int{2, 5, 20, 50, 100} {
+			t.Run(fmt.Sprintf("%s/%d per second", srv.name, rate), func(t *testing.T) {
+				total := 200
+				if rate <= 5 {
+					total = 60
+				}
+				synctest.Test(t, func(t *testing.T) {
+					h, s := srv.make(rate)
+					tr := NewTransport(&apisim.Transport{Handler: h, Latency: 2 * time.Millisecond, Jitter: time.Millisecond, Seed: 1})
+					defer tr.Close()
+					elapsed := drive(t, tr, 10, total)
+					st := s.Snapshot()
+					ratio := elapsed.Seconds() / srv.ideal(rate, total).Seconds()
+					t.Logf("%d ok, %d refused, ratio %.2f", st.Admitted, st.Refused, ratio)
+					bound := 1.6
+					if rate < 5 {
+						bound = 1.8
+					}
+					assert.LessOrEqual(t, st.Refused, int64(20), "refusals")
+					assert.LessOrEqual(t, ratio, bound, "elapsed %v", elapsed)
+				})
+			})
+		}
 	}
 }
