@@ -36,6 +36,7 @@ type gate struct {
 	parent  *gate                      // a bucket's partition gate, or nil
 	wire    atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
 	shared  atomic.Bool                // a FeedbackStore shares a quota of this partition (feedback.go)
+	heard   atomic.Bool                // an answer said something of rate limits, or refused: learn reads the clock
 
 	pausedUntil time.Time // no request starts before this
 	paused      bool      // a pause is in force (for the Resumed event)
@@ -456,6 +457,22 @@ func read(resp *http.Response, body []byte, now time.Time) (a answer) {
 		a.refill = refills(resp.Header, a.info.Quotas)
 	}
 	return a
+}
+
+// doneQuiet settles a success that says nothing of rate limits, if the
+// gate is quiet and nobody waits: then nothing done does needs the time.
+// It reports whether it did; if not, the caller reads the clock and calls
+// done.
+func (g *gate) doneQuiet(tk ticket) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.q.Len() > 0 || !g.quiet() {
+		return false
+	}
+	g.settle(&tk)
+	g.backoff = 0
+	g.okSince++
+	return true
 }
 
 // done learns from the answer to a request the gate let through (a is

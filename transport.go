@@ -335,6 +335,16 @@ func (t *Transport) routeOf(req *http.Request) route {
 // only if the answer names a bucket. claim is the request's unit of the
 // fleet's shared quota (feedback.go), if any.
 func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk ticket, claim Grant, resp *http.Response) {
+	if resp != nil && resp.StatusCode < 400 && t.store == nil && !g.heard.Load() {
+		// A partition whose answers have said nothing of rate limits:
+		// most never will, and a success that says nothing needs no
+		// clock. Parsed at the zero time, only whether it says anything
+		// is used (a time counts only for the fields Parse finds; an
+		// answer that has some is parsed again below, at now).
+		if info := headers.Parse(resp.Header, time.Time{}); len(info.Quotas) == 0 && !info.HasRetryAfter && g.doneQuiet(tk) {
+			return
+		}
+	}
 	now := time.Now()
 	if resp == nil {
 		g.done(tk, nil, now)
@@ -344,6 +354,9 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 		return
 	}
 	a := read(resp, headers.PeekBody(resp), now)
+	if !g.heard.Load() && (a.status >= 400 || len(a.info.Quotas) > 0 || a.info.HasRetryAfter) {
+		g.heard.Store(true)
+	}
 	lg := g
 	if name := bucketName(resp.Header, &a); name != "" && name != g.name {
 		if !routed {

@@ -230,3 +230,41 @@ func TestWindowsAtEveryPhase(t *testing.T) {
 		})
 	}
 }
+
+// TestSilentHostStartsTalking: a host whose answers say nothing of rate
+// limits is served without reading the clock (gate.doneQuiet); the first
+// answer that does say something is still learned in full. Here the
+// window's fields appear only after the first 30 requests, the window has
+// 20 a second: from then on the Transport keeps within it, as it would had
+// the fields been there from the start.
+func TestSilentHostStartsTalking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fw := &fixedWindow{limit: 20, window: time.Second}
+		var served int
+		a := &api{decide: func(now time.Time, h http.Header) bool {
+			served++
+			ok, rem, end := fw.hit(now)
+			if served > 30 {
+				h.Set("X-RateLimit-Limit", "20")
+				h.Set("X-RateLimit-Remaining", strconv.Itoa(rem))
+				h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(end.Sub(now).Seconds(), 'f', 3, 64))
+			}
+			return ok
+		}}
+		tr := NewTransport(handlerTransport{h: a, latency: 5 * time.Millisecond})
+		defer tr.Close()
+		client := &http.Client{Transport: tr}
+		for range 30 { // one at a time, well inside the window's limit: all silent
+			resp, err := client.Get("http://api.test/items")
+			require.NoError(t, err)
+			resp.Body.Close()
+			time.Sleep(100 * time.Millisecond)
+		}
+		_, limited := a.counts()
+		require.Zero(t, limited)
+		drive(t, tr, 10, 100)
+		ok, limited := a.counts()
+		assert.Equal(t, 130, ok)
+		assert.LessOrEqual(t, limited, 1, "the fields, once they came, were followed")
+	})
+}
