@@ -75,7 +75,10 @@ func TestLeakyBucketShapesWithSmallBurst(t *testing.T) {
 		}
 		slices.Sort(times)
 		assert.Equal(t, []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}, times, "spaced 1/rate apart")
-		assert.Equal(t, 3, l.Snapshot().MaxInFlight, "two held while the third came")
+		// Two held while the third came (the times above show the
+		// holding); the refused pair, in and out at once, may overlap
+		// them or each other as the goroutines happen to run.
+		assert.GreaterOrEqual(t, l.Snapshot().MaxInFlight, 3, "two held while the third came")
 
 		// Spaced at the rate, nothing is refused.
 		time.Sleep(time.Second)
