@@ -7,12 +7,12 @@ FUZZTIME   ?= 10s
 # serves them (each with a replace of the library for local development).
 MODULES    = metrics/throttleprom cmd/ratelimitd
 
-.PHONY: test bench fuzz lint demo demo-fleet service redis-server nginx
+.PHONY: test bench fuzz lint demo demo-fleet service redis-server proxies
 
 # vet + the race-enabled, shuffled test suite of the library (the Redis
 # suites included: they start their own redis-server processes and may not
 # skip), then the benchmark module's own vet and (non-benchmark) tests.
-test: redis-server nginx
+test: redis-server proxies
 	$(GO) vet ./...
 	@if $(GO) list -deps . ./limiters ./server ./headers ./keyextract ./repository | grep -q 'redis/go-redis'; then \
 		echo "go-redis is imported by a package that must not import it"; exit 1; fi
@@ -22,7 +22,7 @@ test: redis-server nginx
 	@set -e; for m in $(MODULES); do \
 		(cd $$m && $(GO) vet ./... && THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...); \
 	done
-	cd bench && $(GO) vet ./... && THROTTLE_REQUIRE_NGINX=1 $(GO) test -count=1 ./...
+	cd bench && $(GO) vet ./... && THROTTLE_REQUIRE_PROXIES=1 $(GO) test -count=1 ./...
 
 # Ours and our peers side by side; compare with benchstat (see bench/README.md).
 bench:
@@ -65,10 +65,12 @@ redis-server:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || \
 		{ apt-get update -qq && apt-get install -y -qq redis-server; }
 
-# The bench module's interop test runs the Transport against a real nginx
-# (limit_req); Debian's nginx-light has it. Installing it may start the
-# distribution's own nginx on port 80: the test starts its own on a free
-# loopback port and never touches that one.
-nginx:
+# The bench module's interop tests run the Transport against a real nginx
+# (limit_req; Debian's nginx-light) and a real HAProxy (a stick table's
+# request rate). Installing them may start the distributions' own servers:
+# the tests start their own on free loopback ports and never touch those.
+proxies:
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || \
 		{ apt-get update -qq && apt-get install -y -qq nginx-light; }
+	@command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy || \
+		{ apt-get update -qq && apt-get install -y -qq haproxy; }

@@ -1,20 +1,14 @@
 package bench
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/throttlekit/throttle"
 )
 
 // --- Interop: throttle.Transport against nginx's limit_req ----------------
@@ -35,8 +29,8 @@ import (
 // one it let through; burst=b nodelay lets b more through at once and
 // refuses past that; burst=b (without nodelay) holds up to b excess
 // requests in the server and lets them through at the rate. The test skips
-// without nginx on PATH (or in /usr/sbin) unless THROTTLE_REQUIRE_NGINX is
-// set, as `make test` does after installing it.
+// without nginx on PATH (or in /usr/sbin) unless THROTTLE_REQUIRE_PROXIES
+// is set, as `make test` does after installing it.
 
 // nginxCase is one location of the test's nginx.
 type nginxCase struct {
@@ -73,12 +67,7 @@ var nginxCases = []nginxCase{
 // and starts nginx on a free loopback port; it returns the base URL.
 func startNginx(t *testing.T, bin string) string {
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := freeLoopbackPort(t)
 	var zones, locs strings.Builder
 	for i, c := range nginxCases {
 		zone := "z" + strconv.Itoa(i)
@@ -114,135 +103,48 @@ http {
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log"))
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("nginx exited: %s%s", out.String(), log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not listen on %s within 10s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	startServer(t, addr, filepath.Join(dir, "error.log"), bin, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log"))
 	return "http://" + addr
 }
 
-// nginxBinary finds nginx, or skips t (fails it when
-// THROTTLE_REQUIRE_NGINX is set).
-func nginxBinary(t *testing.T) string {
-	if p, err := exec.LookPath("nginx"); err == nil {
+// proxyBinary finds the server bin (on PATH or in /usr/sbin), or skips t
+// (fails it when THROTTLE_REQUIRE_PROXIES is set, as make test does after
+// installing Debian's package pkg).
+func proxyBinary(t *testing.T, bin, pkg string) string {
+	if p, err := exec.LookPath(bin); err == nil {
 		return p
 	}
-	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
-		return "/usr/sbin/nginx"
+	if p := "/usr/sbin/" + bin; fileExists(p) {
+		return p
 	}
-	if os.Getenv("THROTTLE_REQUIRE_NGINX") != "" {
-		t.Fatal("nginx not found and THROTTLE_REQUIRE_NGINX is set (make test installs it: apt-get install nginx-light)")
+	if os.Getenv("THROTTLE_REQUIRE_PROXIES") != "" {
+		t.Fatalf("%s not found and THROTTLE_REQUIRE_PROXIES is set (make test installs it: apt-get install %s)", bin, pkg)
 	}
-	t.Skip("nginx not found: install it (apt-get install nginx-light) or run make test")
+	t.Skipf("%s not found: install it (apt-get install %s) or run make test", bin, pkg)
 	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // TestInteropWithNginx: see the comment at the top of the file. The cases
 // run at the same time, each on its own location and zone.
 func TestInteropWithNginx(t *testing.T) {
-	base := startNginx(t, nginxBinary(t))
-	goroutinesSettle(t)
-	type result struct {
-		ctrl, thr       tally
-		ctrlRun, thrRun interopRun
-		events          []string
-	}
-	results := make([]*result, len(nginxCases))
-	var wg sync.WaitGroup
-	for i, c := range nginxCases {
-		results[i] = new(result)
-		res := results[i]
+	base := startNginx(t, proxyBinary(t, "nginx", "nginx-light"))
+	var cases []externalCase
+	for _, c := range nginxCases {
 		url := base + "/" + c.name + "/ok.txt"
-		wg.Go(func() {
-			b := newBase()
-			ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
-			// The control stops once it has made its point, or after two
-			// seconds (nginx delays what burst=10 holds: nothing refused).
-			ctrlEnd := time.Now().Add(2 * time.Second)
-			res.ctrlRun = interopDrive(ctx, &http.Client{Transport: countingTransport{b, &res.ctrl}}, url,
-				func() bool { return res.ctrl.limited.Load() >= controlStop || time.Now().After(ctrlEnd) })
-			cancel()
-			b.CloseIdleConnections()
-			time.Sleep(time.Second) // the control's debt drains (at most one request: nginx counts only what it lets through)
-
-			var (
-				mu sync.Mutex
-				t0 = time.Now()
-			)
-			tr := throttle.NewTransport(countingTransport{newBase(), &res.thr}, throttle.WithObserver(func(e throttle.Event) {
-				mu.Lock()
-				defer mu.Unlock()
-				if e.Kind == throttle.EventPaused {
-					res.events = append(res.events, fmt.Sprintf("%.3fs %d: pause until %.3fs", time.Since(t0).Seconds(), e.Status, e.Until.Sub(t0).Seconds()))
-				}
-			}))
-			defer tr.Close()
-			defer tr.CloseIdleConnections()
-			ctx, cancel = context.WithTimeout(context.Background(), interopTimeout)
-			defer cancel()
-			run := interopDrive(ctx, &http.Client{Transport: tr}, url, nil)
-			mu.Lock()
-			res.thrRun = run
-			mu.Unlock()
+		cases = append(cases, externalCase{
+			name: c.name, url: url, ctrlURL: url,
+			ideal:   time.Duration(interopTotal-1-c.burst) * time.Second / time.Duration(c.rate),
+			refuses: c.max429 > 0, max429: c.max429, ratio: c.ratio,
+			// nginx counts only what it lets through: the control's debt
+			// is at most one request.
+			settle: time.Second,
 		})
 	}
-	wg.Wait()
-
-	for i, c := range nginxCases {
-		t.Run(c.name, func(t *testing.T) {
-			res := results[i]
-			ideal := time.Duration(interopTotal-1-c.burst) * time.Second / time.Duration(c.rate)
-			logHeader(t, "refused", res.ctrl.refused)
-			t.Logf("control (plain http.Client): %d sent, %d refused, %d units done before it stopped at %d refusals",
-				res.ctrl.sent.Load(), res.ctrl.limited.Load(), res.ctrlRun.ok, controlStop)
-			t.Logf("Transport pauses: %s", strings.Join(res.events, "; "))
-			run := res.thrRun
-			t.Logf("Transport: %d sent, %d refused, %d units in %v; ideal %v (ratio %.2f)",
-				res.thr.sent.Load(), res.thr.limited.Load(), run.ok, run.elapsed.Round(time.Millisecond),
-				ideal, run.elapsed.Seconds()/ideal.Seconds())
-			if res.ctrlRun.err != nil {
-				t.Errorf("control: %v", res.ctrlRun.err)
-			}
-			if c.max429 > 0 && res.ctrl.limited.Load() < controlStop {
-				t.Errorf("control: %d refusals without the Transport; nginx does not limit as configured", res.ctrl.limited.Load())
-			}
-			if run.err != nil || run.ok != interopTotal {
-				t.Fatalf("Transport: %d of %d units: %v", run.ok, interopTotal, run.err)
-			}
-			if n := res.thr.other.Load(); n != 0 {
-				t.Errorf("%d responses neither 200 nor a refusal", n)
-			}
-			if n := res.thr.limited.Load(); n > c.max429 {
-				t.Errorf("%d refusals through the Transport; want ≤ %d", n, c.max429)
-			}
-			if r := run.elapsed.Seconds() / ideal.Seconds(); r > c.ratio {
-				t.Errorf("elapsed %v, %.2f× the ideal %v; want ≤ %.2f×", run.elapsed.Round(time.Millisecond), r, ideal, c.ratio)
-			}
-		})
-	}
+	runExternal(t, "nginx", cases)
 }
