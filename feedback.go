@@ -87,6 +87,13 @@ func WithFeedbackStore(s FeedbackStore) Option { return func(t *Transport) { t.s
 // a prober that dies or hangs delays the others by at most this long.
 const probeLease = 5 * time.Second
 
+// probeRecheck is how long a Transport that lost the election waits for
+// the notice of the probe's outcome before it asks the store again: a
+// notice published before its hold took effect would otherwise leave it
+// waiting out the whole lease (TestFeedbackStoreSharesAQuota took 5 s
+// longer in about one run in four).
+const probeRecheck = 250 * time.Millisecond
+
 // storeTimeout bounds one call to the store: a store slower than that is
 // as good as down, and the Transport goes on alone.
 const storeTimeout = time.Second
@@ -136,10 +143,11 @@ func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok bool
 		t.storeErr(g.key, err)
 		if err == nil && !held.IsZero() {
 			// Another probes, or the pause it learned is not over: wait
-			// for the notice of its answer, or the end of its lease.
+			// for the notice of its answer, or the end of its lease, but
+			// ask again after probeRecheck.
 			now := time.Now()
 			g.abort(tk)
-			g.hold(minTime(maxTime(held, now.Add(time.Millisecond)), now.Add(probeLease)), true)
+			g.hold(minTime(maxTime(held, now.Add(time.Millisecond)), now.Add(probeRecheck)), true)
 			return false, Grant{}
 		}
 	}

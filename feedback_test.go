@@ -346,3 +346,46 @@ func TestMemoryFeedbackStoreForgets(t *testing.T) {
 		assert.Contains(t, s.quotas, fmt.Sprint(3*maxIdleGates-1), "a key in use is kept")
 	})
 }
+
+// lateLoserStore is a MemoryFeedbackStore whose answer to a Transport
+// that lost the election comes late: only once the winner's probe has
+// been answered and its notice that the pause is over published (to a
+// Transport not yet holding, which it finds with nothing to resume).
+type lateLoserStore struct{ *MemoryFeedbackStore }
+
+func (s lateLoserStore) Probe(ctx context.Context, key, id string, lease time.Duration) (time.Time, error) {
+	held, err := s.MemoryFeedbackStore.Probe(ctx, key, id, lease)
+	for !held.IsZero() {
+		s.mu.Lock()
+		_, leased := s.probes[key]
+		s.mu.Unlock()
+		if !leased { // the winner's Resume ended its lease
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return held, err
+}
+
+// TestLoserOfTheElectionMissingTheNoticeAsksAgain: two Transports share a
+// store; the outage ends, both probe, one wins, and the other hears it
+// lost only after the winner's "resume" went by. It must not wait out the
+// winner's whole lease (five seconds): it asks the store again after
+// probeRecheck. (Against a real Redis, TestFeedbackStoreSharesAQuota took
+// five seconds longer in about one run in four.)
+func TestLoserOfTheElectionMissingTheNoticeAsksAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		a := outageAPI(start.Add(time.Second))
+		ts := fleet(2, lateLoserStore{NewMemoryFeedbackStore()}, a, 10*time.Millisecond)
+		resp, err := ts[0].RoundTrip(mustReq(t, "http://api.test/v1", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		synctest.Wait() // the pause notice reaches the other Transport
+		work(t, ts, 1, 2)
+		took := time.Since(start)
+		assert.Less(t, took, time.Second+probeRecheck+200*time.Millisecond, "the loser waited out the lease")
+		t.Logf("done after %v", took)
+	})
+}
