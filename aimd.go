@@ -24,6 +24,11 @@ type aimd struct {
 	bare  bool          // learned from bare refusals: search upwards
 	slow  bool          // slow start: doubling until a refusal
 	twice bool          // slow start has doubled at least twice: the guess was far off
+	// wave: the first refusal was of a request sent after answers came
+	// back, but came back before most of them had been counted (answers
+	// arriving together are counted in any order); whether it ended a
+	// burst is decided when the pause it began ends (settleWave).
+	wave bool
 }
 
 const (
@@ -63,8 +68,11 @@ const (
 // On a first refusal the interval is a guess — that the server takes per
 // second what it took before it refused (accepted, or on the wire then) —
 // times aimdCut, and slow start begins. Unless that refusal ends a burst
-// (aimdSamples successes or more): then the server let a quota through at
-// once and stopped, a window or a bucket that is empty; the requests on
+// (aimdSamples successes or more, and the refused request sent after
+// answers came back: afterAnswers; a refusal of the first wave sent at
+// once says only that the server's burst is smaller than the wave): then
+// the server let a quota through at once and stopped, a window or a
+// bucket that is empty; the requests on
 // the wire will be refused too, and a server that counts refusals against
 // the caller (as OpenAI's does) debits them from its next window. So the
 // gate holds the partition for two windows of aimdSpan (aimdHold) rather
@@ -81,7 +89,7 @@ const (
 // the pace is at least that: the time since resumed over the requests
 // sent in it that it did not refuse, times aimdCut. (While the pace grows
 // fast, in slow start or a search, that average lags far behind it.)
-func (a *aimd) refused(now, resumed time.Time, ok, inflight int) (hold time.Duration) {
+func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bool) (hold time.Duration) {
 	if a.step > 0 && ok == 0 {
 		return 0
 	}
@@ -93,7 +101,12 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int) (hold time.Dura
 	case a.step == 0:
 		a.step = time.Duration(float64(time.Second/time.Duration(max(ok, inflight, 1))) * aimdCut)
 		a.safe, a.tight, a.twice = 0, 0, false
-		a.slow = ok < aimdSamples
+		// A burst: the first wave got through whole (the refused request
+		// went after some answers), aimdSamples or more of it. A refusal
+		// within the first wave says the server's burst is smaller than
+		// what was sent at once: a bucket, searched from the guess.
+		a.slow = ok < aimdSamples || !afterAnswers
+		a.wave = a.slow && afterAnswers
 		switch {
 		case !a.slow:
 			hold, a.safe = aimdHold, a.step
@@ -138,6 +151,23 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int) (hold time.Dura
 	}
 	a.base, a.good, a.bare = a.step, 0, true
 	return hold
+}
+
+// settleWave decides, when the pause a first refusal began ends, whether
+// that refusal ended a burst after all (see wave): ok successes came back
+// since the first request. If so the pace is the guess, with no slow
+// start, and it returns how much longer to hold the partition (aimdHold,
+// as refused would have); if not, slow start goes on.
+func (a *aimd) settleWave(ok int) (hold time.Duration) {
+	if !a.wave {
+		return 0
+	}
+	a.wave = false
+	if ok < aimdSamples {
+		return 0
+	}
+	a.slow, a.safe, a.good = false, a.step, 0
+	return aimdHold
 }
 
 // measured sets the pace to what a server that said when to come back

@@ -37,6 +37,7 @@ type gate struct {
 	wire    atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
 	shared  atomic.Bool                // a FeedbackStore shares a quota of this partition (feedback.go)
 	heard   atomic.Bool                // an answer said something of rate limits, or refused: learn reads the clock
+	held    atomic.Pointer[Event]      // a pause advance prolonged, for report to tell the observer
 
 	pausedUntil time.Time // no request starts before this
 	paused      bool      // a pause is in force (for the Resumed event)
@@ -51,6 +52,8 @@ type gate struct {
 	backoff     time.Duration
 	resumedAt   time.Time // when the last pause ended
 	okSince     int       // successful responses since resumedAt
+	answered    int64     // answers learned from so far
+	waveStatus  int       // the status of the first refusal, while the pace's wave is pending
 	pace        aimd
 	wsReset     time.Time     // the whole-second reset the current pause waits for
 	phase       time.Duration // how long after its whole-second resets this server's really come
@@ -72,6 +75,7 @@ type ticket struct {
 	probe  bool
 	ver    int64     // g.ver when the request was let through
 	pause  int64     // g.pauses when the request was let through
+	seen   int64     // g.answered when the request was let through: 0 in the first wave
 	at     time.Time // when a probe was let through (zero for others)
 	charge [maxQuotas]int64
 }
@@ -107,6 +111,12 @@ func (g *gate) storeWire() {
 // probes). It reports whether a pause ended. g.mu must be held.
 func (g *gate) advance(now time.Time) (resumed bool) {
 	if g.paused && !now.Before(g.pausedUntil) {
+		if hold := g.pace.settleWave(g.okSince); hold > 0 {
+			// The first refusal ended a burst after all: hold on.
+			g.pausedUntil = now.Add(min(hold, g.maxPause))
+			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pausedUntil, Status: g.waveStatus})
+			return false
+		}
 		g.paused = false
 		g.resumedAt, g.okSince = now, 0
 		resumed = true
@@ -191,7 +201,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64) ticket {
 		}
 		g.resumedAt = now // the first cycle starts with the first request
 	}
-	tk := ticket{probe: g.probe, ver: g.ver, pause: g.pauses, charge: *ch}
+	tk := ticket{probe: g.probe, ver: g.ver, pause: g.pauses, seen: g.answered, charge: *ch}
 	if g.probe {
 		tk.at = now
 		g.probe, g.probing = false, true
@@ -303,6 +313,9 @@ func (g *gate) wait(ctx context.Context, w *gwaiter) (ticket, error) {
 
 // report tells the observer that a pause ended, if one did.
 func (g *gate) report(resumed bool) {
+	if e := g.held.Swap(nil); e != nil && g.emit != nil {
+		g.emit(*e)
+	}
 	if resumed && g.emit != nil {
 		g.emit(Event{Kind: EventResumed, Key: g.key})
 	}
@@ -472,6 +485,7 @@ func (g *gate) doneQuiet(tk ticket) bool {
 	g.settle(&tk)
 	g.backoff = 0
 	g.okSince++
+	g.answered++
 	return true
 }
 
@@ -514,6 +528,7 @@ func (a *answer) limited() bool {
 // or a quota at zero whose reset is one, pauses the partition for
 // maxPause.
 func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
+	g.answered++
 	if a.cls.Signal.Final() {
 		return time.Time{}
 	}
@@ -546,7 +561,8 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// us nothing new, and must not compound the backoff.
 			return time.Time{}
 		}
-		hold := g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1)
+		hold := g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1, tk.seen > 0)
+		g.waveStatus = a.status
 		g.pace.step = min(g.pace.step, g.maxPause)
 		g.backoff = min(max(2*g.backoff, g.pace.step, hold), g.maxPause)
 		g.pauseUntil(now.Add(g.backoff))

@@ -118,36 +118,55 @@ func TestAIMD(t *testing.T) {
 	}
 
 	var lone aimd
-	assert.Equal(t, 2*cut(100*time.Millisecond), lone.refused(t0.Add(20*time.Millisecond), t0, 0, 10),
+	assert.Equal(t, 2*cut(100*time.Millisecond), lone.refused(t0.Add(20*time.Millisecond), t0, 0, 10, false),
 		"refused before any answer got through: probe after twice the guess")
 	assert.Equal(t, cut(100*time.Millisecond), lone.step, "8 refused at once, 2 still on the wire: 10 a second, just under")
 	assert.True(t, lone.slow, "a guess: slow start")
-	lone.refused(t0.Add(300*time.Millisecond), t0, 1, 1)
+	lone.refused(t0.Add(300*time.Millisecond), t0, 1, 1, true)
 	assert.Equal(t, 2*cut(100*time.Millisecond), lone.step, "refused before a run got through: half the rate")
 	assert.False(t, lone.slow)
 
+	var w aimd
+	assert.Zero(t, w.refused(t0.Add(30*time.Millisecond), t0, 6, 10, false),
+		"6 through, then a refusal of the first wave: the server's burst is smaller than the wave, no hold")
+	assert.True(t, w.slow, "a bucket: searched from the guess")
+
+	// A refusal of a later wave that comes back before the first wave's
+	// answers are counted (answers arriving together are counted in any
+	// order): decided when the pause it began ends.
+	var v aimd
+	assert.Zero(t, v.refused(t0.Add(5*time.Millisecond), t0, 2, 9, true))
+	assert.True(t, v.wave)
+	assert.Equal(t, aimdHold, v.settleWave(10), "ten got through by the end of the pause: a burst after all")
+	assert.False(t, v.slow, "a burst: no slow start")
+	assert.Zero(t, v.settleWave(10), "decided once")
+	var u aimd
+	u.refused(t0.Add(5*time.Millisecond), t0, 2, 9, true)
+	assert.Zero(t, u.settleWave(3), "three: not a burst")
+	assert.True(t, u.slow)
+
 	var a aimd
-	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 10, 10), "a burst of 10 then a refusal: hold two windows")
+	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, true), "a burst of 10 then a refusal: hold two windows")
 	assert.Equal(t, cut(100*time.Millisecond), a.step, "10 taken before the first refusal: 10 a second, just under")
 	assert.False(t, a.slow, "the burst showed the quota: no slow start")
-	assert.Zero(t, a.refused(t0.Add(3*time.Second), t0.Add(2900*time.Millisecond), 0, 1))
+	assert.Zero(t, a.refused(t0.Add(3*time.Second), t0.Add(2900*time.Millisecond), 0, 1, true))
 	assert.Equal(t, cut(100*time.Millisecond), a.step, "no success since the pause: unchanged")
 	runs(&a, aimdRun)
 	assert.Less(t, a.step, cut(100*time.Millisecond), "a run creeps the rate up")
-	assert.Zero(t, a.refused(t0.Add(5*time.Second), t0, 39, 3), "a paced refusal holds nothing")
+	assert.Zero(t, a.refused(t0.Add(5*time.Second), t0, 39, 3, true), "a paced refusal holds nothing")
 	assert.Equal(t, cut(5*time.Second/41), a.step,
 		"creeping: measured, 39 answered plus 2 on the wire in 5s, times the cut, slower than the safe interval")
 
 	// One request at a time: the guess (a second) rests on one request.
 	var s aimd
-	s.refused(t0.Add(2*time.Millisecond), t0, 1, 1)
+	s.refused(t0.Add(2*time.Millisecond), t0, 1, 1, true)
 	assert.Equal(t, cut(time.Second), s.step)
 	assert.True(t, s.slow)
 	runs(&s, aimdStartRun)
 	assert.Equal(t, cut(time.Second)/2, s.step, "slow start: a run doubles the rate")
 	runs(&s, 3*aimdStartRun)
 	assert.Equal(t, cut(time.Second)/16, s.step)
-	s.refused(t0.Add(5*time.Second), t0.Add(4*time.Second), 3, 1)
+	s.refused(t0.Add(5*time.Second), t0.Add(4*time.Second), 3, 1, true)
 	assert.False(t, s.slow)
 	assert.Equal(t, cut(time.Second)/8, s.step, "back to the last interval a run got through at")
 	assert.Equal(t, cut(time.Second)/16, s.tight, "the guess was far off: search up to the refused interval")
@@ -155,7 +174,7 @@ func TestAIMD(t *testing.T) {
 	runs(&s, aimdRun)
 	assert.InDelta(t, float64(2/(1/float64(before)+1/float64(tight))), float64(s.step), 1, "halfway, in rate")
 	refused := s.step
-	s.refused(t0.Add(9*time.Second), t0.Add(8*time.Second), 20, 1)
+	s.refused(t0.Add(9*time.Second), t0.Add(8*time.Second), 20, 1, true)
 	assert.Equal(t, before, s.step, "refused while searching: back to the safe interval")
 	assert.Equal(t, refused, s.tight)
 	for range 10 {
@@ -165,9 +184,9 @@ func TestAIMD(t *testing.T) {
 
 	// The guess got through, its double did not: the guess was about right.
 	var g aimd
-	g.refused(t0, t0, 1, 10)
+	g.refused(t0, t0, 1, 10, true)
 	runs(&g, aimdStartRun)
-	g.refused(t0.Add(time.Second), t0, 2, 1)
+	g.refused(t0.Add(time.Second), t0, 2, 1, true)
 	assert.Equal(t, cut(cut(100*time.Millisecond)), g.step, "back to the guess, with a margin")
 	assert.Zero(t, g.tight, "no search")
 
