@@ -72,12 +72,14 @@
 //     search halfway up to the refused one; once the two are close the
 //     rate creeps up a percent a run, so that no refusal pins the pace for
 //     good. (Leaky buckets and capacity limits of 2 to 100 requests a
-//     second take at most 1.8× the ideal time with 10 requests in flight;
-//     a client with one in flight spends its first seconds at the guess,
-//     one a second: 1.6× at 10 a second, 3.7× at 50.) A first refusal
-//     that ends a burst (a window or bucket emptied at once) holds the
-//     partition for two seconds, so that no probe lands in a window that
-//     a server counting refusals has put in debt. A refusal that says
+//     second take at most 1.8× the ideal time with 10 requests in flight,
+//     TestHeaderlessAtManyRates; a client with one in flight spends its
+//     first seconds at the guess, one a second: 1.6× at 10 a second,
+//     TestHeaderlessFewWorkers, and more at faster servers.) A first
+//     refusal of a request sent after a whole first wave got through (a
+//     window emptied at once) holds the partition for two seconds, so
+//     that no probe lands in a window that a server counting refusals has
+//     put in debt. A refusal that says
 //     when to come back (Retry-After) is obeyed, and the pace set to what
 //     the server took since the last pause. A sliding window that reports
 //     its fixed window's end as its reset (go-chi/httprate) is recognised

@@ -313,8 +313,10 @@ func (g *gate) wait(ctx context.Context, w *gwaiter) (ticket, error) {
 
 // report tells the observer that a pause ended, if one did.
 func (g *gate) report(resumed bool) {
-	if e := g.held.Swap(nil); e != nil && g.emit != nil {
-		g.emit(*e)
+	if g.held.Load() != nil { // rare: a load, not a swap, on every answer
+		if e := g.held.Swap(nil); e != nil && g.emit != nil {
+			g.emit(*e)
+		}
 	}
 	if resumed && g.emit != nil {
 		g.emit(Event{Kind: EventResumed, Key: g.key})

@@ -124,11 +124,5 @@ func complete(ctx context.Context, hc *http.Client, url, id string, n int64) (in
 	if err != nil {
 		return 0, err
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return drain(hc.Do(req))
 }

@@ -164,7 +164,12 @@ func doRetryable(rc *retryablehttp.Client, req *http.Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := rc.Do(rreq)
+	return drain(rc.Do(rreq))
+}
+
+// drain reads and closes the body of what a request returned and gives
+// its status.
+func drain(resp *http.Response, err error) (int, error) {
 	if err != nil {
 		return 0, err
 	}
@@ -296,12 +301,7 @@ func send(ctx context.Context, hc *http.Client, url, id string, counted *client)
 	if counted != nil {
 		counted.count(resp)
 	}
-	if err != nil {
-		return 0, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return drain(resp, err)
 }
 
 func (c *client) count(resp *http.Response) {
