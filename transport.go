@@ -46,7 +46,7 @@ type Transport struct {
 	lease    time.Duration
 	observer func(Event)
 	route    func(*http.Request) string // WithBucketRoute, or nil
-	charge   string                     // WithLimiterCost's quota, or
+	charge   string                     // WithLimiterCost's quota, or "" (each request takes 1)
 	logger   *slog.Logger
 	holds    bool // the repository's permits stay taken until the body is done
 
