@@ -12,7 +12,10 @@ import "time"
 // tight, the interval refused, until the two are within aimdSearch of each
 // other; then the rate creeps up by aimdGain a run, so that one unlucky
 // refusal never pins the pace for the life of the Transport and a server
-// that raised its limit is found again. A refusal to a request sent
+// that raised its limit is found again. As TCP CUBIC does, the creep stops
+// just short of the rate last refused (or the rate a burst showed) and
+// dwells there for aimdDwell runs before it probes beyond: a server whose
+// limit has not moved is not refused again every few runs. A refusal to a request sent
 // before the last change took effect says nothing new and changes nothing
 // (the gate checks that). Its zero value does not pace.
 type aimd struct {
@@ -20,6 +23,8 @@ type aimd struct {
 	base  time.Duration // the interval at the last decrease: the creep is a share of its rate
 	safe  time.Duration // the last interval a whole run got through at; 0: none
 	tight time.Duration // the interval last refused, while searching; 0: not searching
+	ceil  time.Duration // the interval last refused, or a burst's: the creep dwells short of it; 0: none
+	dwell int           // runs the creep has dwelt short of ceil
 	good  int           // successes since the last change
 	bare  bool          // learned from bare refusals: search upwards
 	slow  bool          // slow start: doubling until a refusal
@@ -42,6 +47,9 @@ const (
 	// aimdGain is the creep once the search has ended, a share of the
 	// rate at the last decrease per run.
 	aimdGain = 0.01
+	// aimdDwell is how many runs the creep dwells aimdGain short of the
+	// rate last refused before it probes beyond it.
+	aimdDwell = 5
 	// aimdCut multiplies the interval on a refusal that no run had
 	// proven safe, and a guessed or measured interval, so that a guess
 	// that happens to be exact does not sit on the limit.
@@ -97,6 +105,7 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 	// the server's rate since the last pause, so what the server took
 	// over that run measures it.
 	creeping := a.step > 0 && !a.slow && a.tight == 0
+	a.ceil, a.dwell = a.step, 0
 	switch {
 	case a.step == 0:
 		a.step = time.Duration(float64(time.Second/time.Duration(max(ok, inflight, 1))) * aimdCut)
@@ -109,7 +118,7 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 		a.wave = a.slow && afterAnswers
 		switch {
 		case !a.slow:
-			hold, a.safe = aimdHold, a.step
+			hold, a.safe, a.ceil = aimdHold, a.step, a.burst()
 		case ok == 0 && inflight > 1:
 			// Refused before any answer that got through: the server
 			// answers refusals faster than what it takes (a capacity
@@ -153,6 +162,12 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 	return hold
 }
 
+// burst is the interval at which a first refusal's guess, a.step, sends
+// the quota a burst showed: the rate that burst came up against.
+func (a *aimd) burst() time.Duration {
+	return time.Duration(float64(a.step) / aimdCut)
+}
+
 // settleWave decides, when the pause a first refusal began ends, whether
 // that refusal ended a burst after all (see wave): ok successes came back
 // since the first request. If so the pace is the guess, with no slow
@@ -167,6 +182,7 @@ func (a *aimd) settleWave(ok int) (hold time.Duration) {
 		return 0
 	}
 	a.slow, a.safe, a.good = false, a.step, 0
+	a.ceil = a.burst()
 	return aimdHold
 }
 
@@ -201,7 +217,19 @@ func (a *aimd) succeeded() {
 		a.step = time.Duration(2 / (1/float64(a.step) + 1/float64(a.tight)))
 	default:
 		a.tight = 0
-		a.step = time.Duration(1 / (1/float64(a.step) + aimdGain/float64(a.base)))
+		next := time.Duration(1 / (1/float64(a.step) + aimdGain/float64(a.base)))
+		if short := time.Duration(float64(a.ceil) * (1 + aimdGain/2)); a.ceil > 0 && next < short {
+			switch {
+			case a.step > short:
+				next = short // approach the rate last refused, no further
+			case a.step == short && a.dwell < aimdDwell:
+				a.dwell++
+				next = a.step
+			default:
+				a.ceil = 0 // dwelt long enough, or past it already: probe beyond
+			}
+		}
+		a.step = next
 	}
 	if a.step < aimdFloor {
 		*a = aimd{}

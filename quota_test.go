@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/throttlekit/throttle/headers"
 )
@@ -194,4 +195,59 @@ func TestAIMD(t *testing.T) {
 	m.measured(50 * time.Millisecond)
 	runs(&m, 10*aimdRun)
 	assert.Equal(t, 50*time.Millisecond, m.step, "a pace a server measured for us is not searched")
+}
+
+// TestAIMDDwellsShortOfTheRateRefused: the creep stops just short of the
+// rate a burst showed, or of the rate last refused, stays there for
+// aimdDwell runs, then probes beyond it (TCP CUBIC's plateau).
+func TestAIMDDwellsShortOfTheRateRefused(t *testing.T) {
+	runs := func(a *aimd, n int) {
+		for range n {
+			a.succeeded()
+		}
+	}
+	short := func(d time.Duration) time.Duration { return time.Duration(float64(d) * (1 + aimdGain/2)) }
+
+	var a aimd
+	a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, true) // a burst of 10: 10 a second
+	assert.Equal(t, 100*time.Millisecond, a.ceil)
+	for i := 0; a.step > short(a.ceil); i++ {
+		require.Less(t, i, 20, "the creep never reached the plateau")
+		runs(&a, aimdRun)
+	}
+	plateau := a.step
+	assert.Equal(t, short(100*time.Millisecond), plateau, "the creep stops just short of the burst's rate")
+	runs(&a, aimdDwell*aimdRun)
+	assert.Equal(t, plateau, a.step, "and dwells there")
+	runs(&a, aimdRun)
+	assert.Less(t, a.step, plateau, "then probes beyond it")
+	assert.Zero(t, a.ceil)
+
+	// A refusal while creeping: its interval is the new ceiling.
+	for a.step > 95*time.Millisecond {
+		runs(&a, aimdRun)
+	}
+	refused := a.step
+	a.refused(t0.Add(time.Minute), t0.Add(59*time.Second), 2, 1, true)
+	assert.Equal(t, refused, a.ceil)
+	at := 0 // runs at the plateau
+	for range 200 {
+		runs(&a, aimdRun)
+		if a.step < short(refused) {
+			break
+		}
+		if a.step == short(refused) {
+			at++
+		}
+	}
+	assert.Equal(t, aimdDwell+1, at, "reached, dwelt at, then left the plateau below the rate refused")
+
+	// A ceiling the pace is already past (the guess came from more than
+	// got through) is dropped, not dwelt at.
+	var b aimd
+	b.refused(t0.Add(30*time.Millisecond), t0, 7, 10, true)
+	b.ceil = 2 * b.step
+	runs(&b, aimdRun)
+	assert.Less(t, b.step, time.Duration(float64(100*time.Millisecond)*aimdCut))
+	assert.Zero(t, b.ceil)
 }

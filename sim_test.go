@@ -43,27 +43,19 @@ func TestHeaderlessServers(t *testing.T) {
 		{"penalty window", func() (http.Handler, snapshotter) {
 			s := apisim.NewPenaltyWindow(rate, time.Second)
 			return s, s
-			// 11, not 10. The window [0, 1 s) takes the first 10
-			// requests. Their answers all come back within the 5 ms
-			// jitter of each other, well inside one round trip (20 ms),
-			// and say nothing of a limit, so each worker's next request
-			// is on the wire before the first refusal can be back: 10
-			// refusals, the whole budget, and an overage of 10 that
-			// starts the window [1 s, 2 s) full. Any request reaching
-			// the server before 2 s is refused (the first window is
-			// full, the second starts full), so the bound needs the
-			// Transport to send nothing more until then — which the
-			// burst's hold (aimdHold) does — and then no refusal at all
-			// for the 18 s left. But issue 11's additive increase
-			// raises the pace (1% of it per 20 successes, from just
-			// under 10/s after the hold) until a window takes an 11th
-			// request: at 18 s here. Only a client that never probes
-			// above a pace it settled on would avoid it, and that is
-			// what the issue forbids; a slower probe pushes it past the
-			// end of this run for some start phases and not others,
-			// which would be tuning to the run's length. Before the
-			// hold: 16 refusals, 1.19×.
-		}, (total/rate - 1) * time.Second, 11, 1.15},
+			// The window [0, 1 s) takes the first 10 requests. Their
+			// answers all come back within the 5 ms jitter of each
+			// other, well inside one round trip (20 ms), and say nothing
+			// of a limit, so each worker's next request is on the wire
+			// before the first refusal can be back: 10 refusals, the
+			// whole budget, and an overage of 10 that starts the window
+			// [1 s, 2 s) full. So the Transport must send nothing more
+			// until 2 s (the burst's hold, aimdHold) and then draw no
+			// refusal in the 18 s left: its creep stops just short of
+			// the 10 a second the burst showed and dwells there
+			// (aimdDwell) before it probes beyond. Before the hold: 16
+			// refusals, 1.19×; before the dwell: 11, 1.13×.
+		}, (total/rate - 1) * time.Second, 10, 1.15},
 		{"reordered answers", func() (http.Handler, snapshotter) {
 			s := apisim.NewPenaltyWindow(rate, time.Second)
 			return &apisim.Reorder{Handler: s, Max: 80 * time.Millisecond, Seed: 7}, s
