@@ -71,7 +71,8 @@
 //     to the last interval a run of successes got through at, and runs
 //     search halfway up to the refused one; once the two are close the
 //     rate creeps up a percent a run, so that no refusal pins the pace for
-//     good. (Leaky buckets and capacity limits of 2 to 100 requests a
+//     good; the creep dwells five runs just short of the rate last refused
+//     before it probes beyond, as TCP CUBIC does. (Leaky buckets and capacity limits of 2 to 100 requests a
 //     second take at most 1.8× the ideal time with 10 requests in flight,
 //     TestHeaderlessAtManyRates; a client with one in flight spends its
 //     first seconds at the guess, one a second: 1.6× at 10 a second,
