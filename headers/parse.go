@@ -1,7 +1,7 @@
 package headers
 
 import (
-	"cmp"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -116,38 +116,32 @@ const (
 
 // classify says which field the header named k is, ignoring case. For the
 // named kinds it also returns the family and the name as written in k.
+// Most fields of a response are not about rate limits: the switches on
+// single bytes turn them away before any name is compared in full.
 func classify(k string) (kind, family, string) {
-	if k == "" {
+	if len(k) < len("Age") {
 		return kindNone, 0, ""
 	}
 	switch k[0] | 0x20 {
 	case 'r':
+		if k[1]|0x20 == 'e' {
+			switch {
+			case equalFold(k, "Retry-After"):
+				return kindRetryAfter, 0, ""
+			case equalFold(k, "Retry-After-Ms"):
+				return kindRetryAfterMs, 0, ""
+			}
+			break
+		}
 		switch {
-		case equalFold(k, "Retry-After"):
-			return kindRetryAfter, 0, ""
-		case equalFold(k, "Retry-After-Ms"):
-			return kindRetryAfterMs, 0, ""
 		case equalFold(k, "RateLimit"):
 			return kindRateLimit, 0, ""
 		case hasPrefixFold(k, "RateLimit-"):
 			return draftField(k[len("RateLimit-"):]), 0, ""
 		}
 	case 'x':
-		switch {
-		case hasPrefixFold(k, "X-RateLimit-"):
-			return xField(k[len("X-RateLimit-"):])
-		case hasPrefixFold(k, "X-Rate-Limit-"):
-			return xField(k[len("X-Rate-Limit-"):])
-		case equalFold(k, "X-Ms-Retry-After-Ms"):
-			return kindRetryAfterMs, 0, ""
-		case hasPrefixFold(k, "X-Ms-RateLimit-Remaining-") && len(k) > len("X-Ms-RateLimit-Remaining-"):
-			return kindNamedRemaining, famAzure, k[len("X-Ms-RateLimit-Remaining-"):]
-		case equalFold(k, "X-Shopify-Shop-Api-Call-Limit"):
-			return kindShopify, 0, ""
-		case hasPrefixFold(k, "X-AI-RateLimit-"):
-			return prefixed(k[len("X-AI-RateLimit-"):], famAI)
-		case hasPrefixFold(k, "X-HubSpot-RateLimit-"):
-			return hubSpotField(k[len("X-HubSpot-RateLimit-"):])
+		if k[1] == '-' {
+			return xPrefixed(k)
 		}
 	case 's':
 		if equalFold(k, "Sforce-Limit-Info") {
@@ -177,6 +171,39 @@ func classify(k string) (kind, family, string) {
 	return kindNone, 0, ""
 }
 
+// xPrefixed classifies a name that starts with "X-".
+func xPrefixed(k string) (kind, family, string) {
+	switch k[2] | 0x20 {
+	case 'r':
+		switch {
+		case hasPrefixFold(k, "X-RateLimit-"):
+			return xField(k[len("X-RateLimit-"):])
+		case hasPrefixFold(k, "X-Rate-Limit-"):
+			return xField(k[len("X-Rate-Limit-"):])
+		}
+	case 'm':
+		switch {
+		case equalFold(k, "X-Ms-Retry-After-Ms"):
+			return kindRetryAfterMs, 0, ""
+		case hasPrefixFold(k, "X-Ms-RateLimit-Remaining-") && len(k) > len("X-Ms-RateLimit-Remaining-"):
+			return kindNamedRemaining, famAzure, k[len("X-Ms-RateLimit-Remaining-"):]
+		}
+	case 's':
+		if equalFold(k, "X-Shopify-Shop-Api-Call-Limit") {
+			return kindShopify, 0, ""
+		}
+	case 'a':
+		if hasPrefixFold(k, "X-AI-RateLimit-") {
+			return prefixed(k[len("X-AI-RateLimit-"):], famAI)
+		}
+	case 'h':
+		if hasPrefixFold(k, "X-HubSpot-RateLimit-") {
+			return hubSpotField(k[len("X-HubSpot-RateLimit-"):])
+		}
+	}
+	return kindNone, 0, ""
+}
+
 // draftField classifies the part of a RateLimit-* name after the dash.
 func draftField(s string) kind {
 	switch {
@@ -198,29 +225,34 @@ func draftField(s string) kind {
 	return kindNone
 }
 
+// xFields are the fixed names of the X-RateLimit-* family, after the
+// prefix.
+var xFields = [...]struct {
+	field string
+	kind  kind
+}{
+	{"Limit", kindXLimit},
+	{"Remaining", kindXRemaining},
+	{"Reset", kindXReset},
+	{"Reset-After", kindXResetAfter},
+	{"Used", kindXUsed},
+	{"Resource", kindXResource},
+	{"Bucket", kindXBucket},
+	{"Scope", kindXScope},
+	{"Interval-Seconds", kindXInterval},
+	{"FillRate", kindXFillRate},
+}
+
 // xField classifies the part of an X-RateLimit-* name after the prefix.
 func xField(s string) (kind, family, string) {
-	switch {
-	case equalFold(s, "Limit"):
-		return kindXLimit, 0, ""
-	case equalFold(s, "Remaining"):
-		return kindXRemaining, 0, ""
-	case equalFold(s, "Reset"):
-		return kindXReset, 0, ""
-	case equalFold(s, "Reset-After"):
-		return kindXResetAfter, 0, ""
-	case equalFold(s, "Used"):
-		return kindXUsed, 0, ""
-	case equalFold(s, "Resource"):
-		return kindXResource, 0, ""
-	case equalFold(s, "Bucket"):
-		return kindXBucket, 0, ""
-	case equalFold(s, "Scope"):
-		return kindXScope, 0, ""
-	case equalFold(s, "Interval-Seconds"):
-		return kindXInterval, 0, ""
-	case equalFold(s, "FillRate"):
-		return kindXFillRate, 0, ""
+	if s == "" {
+		return kindNone, 0, ""
+	}
+	for _, f := range xFields {
+		// The first letter tells most of them apart without a loop.
+		if s[0]|0x20 == f.field[0]|0x20 && equalFold(s, f.field) {
+			return f.kind, 0, ""
+		}
 	}
 	if kd, fam, name := prefixed(s, famX); kd != kindNone {
 		return kd, fam, name
@@ -282,28 +314,13 @@ var hubSpotFields = [...]struct {
 	{"Secondly-Remaining", kindNamedRemaining, "secondly"},
 }
 
-// field holds the lines of one header, and the raw map key they came
-// under so that two spellings of one name merge in a fixed order.
-type field struct {
-	key  string
-	vals []string
-}
-
-// add records the lines vals found under key.
-func (f *field) add(key string, vals []string) {
-	if f.vals == nil {
-		f.key, f.vals = key, vals
-		return
+// addLines returns the lines of a field followed by vals, more lines of
+// it, without writing into either's backing array.
+func addLines(lines, vals []string) []string {
+	if lines == nil {
+		return vals
 	}
-	// The same name spelt twice (say, "X-RateLimit-Limit" set with Add and
-	// "x-ratelimit-limit" set directly): rare, so allocating is fine, but
-	// map order is random, so order the lines by key.
-	a, b := f.vals, vals
-	if key < f.key {
-		a, b = b, a
-		f.key = key
-	}
-	f.vals = append(append(make([]string, 0, len(a)+len(b)), a...), b...)
+	return append(lines[:len(lines):len(lines)], vals...)
 }
 
 // named gathers the fields of one named quota: limit, remaining, reset
@@ -311,7 +328,7 @@ func (f *field) add(key string, vals []string) {
 type named struct {
 	fam    family
 	name   string
-	fields [4]field
+	fields [4][]string // indexed by kind - kindNamedLimit
 }
 
 // commonNames are the names the named families use, so the usual case
@@ -325,9 +342,17 @@ var commonNames = [...]string{
 	"complexity", "endpoint-requests", "interval", "daily", "secondly",
 }
 
-// lowerName returns name in lower case, without allocating for the
-// common names.
+// lowerName returns name in lower case, without allocating for a name
+// that is lower-case ASCII already or one of the common names.
 func lowerName(name string) string {
+	lower := true
+	for i := 0; i < len(name) && lower; i++ {
+		c := name[i]
+		lower = c < 0x80 && (c < 'A' || c > 'Z')
+	}
+	if lower {
+		return name
+	}
 	for _, c := range commonNames {
 		if equalFold(name, c) {
 			return c
@@ -336,17 +361,50 @@ func lowerName(name string) string {
 	return strings.ToLower(name)
 }
 
-// addNamed records one named field in nd and returns nd.
-func addNamed(nd []named, fam family, name string, idx int, key string, vals []string) []named {
-	for i := range nd {
+// addNamed records the lines vals of one named field in nd, which it keeps
+// sorted by family and name, and returns nd. again says whether the name is
+// one nd has already, spelt another way, so that what nd holds depends on
+// the order the fields come in.
+func addNamed(nd []named, fam family, name string, idx int, vals []string) (_ []named, again bool) {
+	i := 0
+	for ; i < len(nd) && nd[i].fam <= fam; i++ {
 		if nd[i].fam == fam && equalFold(nd[i].name, name) {
-			nd[i].fields[idx].add(key, vals)
-			return nd
+			again = nd[i].fields[idx] != nil
+			nd[i].fields[idx] = addLines(nd[i].fields[idx], vals)
+			return nd, again
 		}
 	}
-	nd = append(nd, named{fam: fam, name: lowerName(name)})
-	nd[len(nd)-1].fields[idx].add(key, vals)
-	return nd
+	name = lowerName(name)
+	for i > 0 && nd[i-1].fam == fam && nd[i-1].name > name {
+		i--
+	}
+	// Names equal in lower case but not in ASCII case folding (non-ASCII
+	// letters) stay apart, in the order they come in.
+	again = i > 0 && nd[i-1].fam == fam && nd[i-1].name == name
+	nd = slices.Insert(nd, i, named{fam: fam, name: name})
+	nd[i].fields[idx] = vals
+	return nd, again
+}
+
+// gather files the lines vs of the field named k: in st if it has a fixed
+// name, in nd (returned) if it names a quota. found says whether it is a
+// rate-limit field; again whether k is another spelling of a name gathered
+// already, so that what is gathered depends on the order keys come in.
+func gather(st *[numStatic][]string, nd []named, k string, vs []string) (_ []named, found, again bool) {
+	if len(vs) == 0 {
+		return nd, false, false
+	}
+	kd, fam, name := classify(k)
+	switch {
+	case kd == kindNone:
+		return nd, false, false
+	case kd < numStatic:
+		again = st[kd] != nil
+		st[kd] = addLines(st[kd], vs)
+		return nd, kd != kindAge, again // Age is no rate-limit field on its own
+	}
+	nd, again = addNamed(nd, fam, name, int(kd-kindNamedLimit), vs)
+	return nd, true, again
 }
 
 // Parse reads the rate-limit fields of a response header. now is the time
@@ -361,43 +419,64 @@ func addNamed(nd []named, fam family, name string, idx int, key string, vals []s
 // Parse never fails: fields it does not know are skipped and values it
 // cannot read are left unknown.
 func Parse(h http.Header, now time.Time) Info {
+	var buf [8]Quota
+	qs, info := parse(buf[:0], h, now)
+	if len(qs) > 0 { // the caller owns what Parse returns
+		info.Quotas = make([]Quota, len(qs))
+		copy(info.Quotas, qs)
+	}
+	return info
+}
+
+// parseInto is Parse, appending the quotas to dst[:0] and returning that
+// slice in Info.Quotas (nil when there are none) instead of a slice of
+// their own: a dst with room for them all spares the allocation. Package
+// internal/hdrhook hands it to the Transport.
+func parseInto(dst []Quota, h http.Header, now time.Time) Info {
+	qs, info := parse(dst, h, now)
+	if len(qs) > 0 {
+		info.Quotas = qs
+	}
+	return info
+}
+
+// parse is Parse, returning the quotas apart from the rest of Info (whose
+// Quotas it leaves nil) so that a dst on the caller's stack can stay there.
+func parse(dst []Quota, h http.Header, now time.Time) ([]Quota, Info) {
 	var (
-		st   [numStatic]field
+		st   [numStatic][]string
 		nbuf [8]named
 	)
 	nd := nbuf[:0]
-	found := false
+	found, again := false, false
 	for k, vs := range h {
-		if len(vs) == 0 {
-			continue
-		}
-		kd, fam, name := classify(k)
-		switch {
-		case kd == kindNone:
-		case kd == kindAge:
-			st[kd].add(k, vs) // not a rate-limit field on its own
-		case kd < numStatic:
-			st[kd].add(k, vs)
-			found = true
-		default:
-			nd = addNamed(nd, fam, name, int(kd-kindNamedLimit), k, vs)
-			found = true
-		}
+		var f, a bool
+		nd, f, a = gather(&st, nd, k, vs)
+		found, again = found || f, again || a
 	}
 	if !found {
-		return Info{} // most responses: nothing about rate limits
+		return nil, Info{} // most responses: nothing about rate limits
+	}
+	if again {
+		// A field under two spellings (say, "X-RateLimit-Limit" set with
+		// Add and "x-ratelimit-limit" set directly): rare, so allocating
+		// is fine, but map order is random, so gather again in key order.
+		st, nd = [numStatic][]string{}, nbuf[:0]
+		for _, k := range slices.Sorted(maps.Keys(h)) {
+			nd, _, _ = gather(&st, nd, k, h[k])
+		}
 	}
 
 	var info Info
 	// The millisecond forms say the same as Retry-After, more precisely.
-	for _, v := range st[kindRetryAfterMs].vals {
+	for _, v := range st[kindRetryAfterMs] {
 		if d, ok := parseMillis(v); ok {
 			info.RetryAfter = max(info.RetryAfter, d)
 			info.HasRetryAfter = true
 		}
 	}
 	if !info.HasRetryAfter {
-		for _, v := range st[kindRetryAfter].vals {
+		for _, v := range st[kindRetryAfter] {
 			if d, ok := parseRetryAfter(v, now); ok {
 				info.RetryAfter = max(info.RetryAfter, d)
 				info.HasRetryAfter = true
@@ -405,53 +484,44 @@ func Parse(h http.Header, now time.Time) Info {
 		}
 	}
 
-	if cached(st[kindAge].vals) {
-		return info
+	if cached(st[kindAge]) {
+		return nil, info
 	}
 
-	var qbuf [8]Quota
-	qs := qbuf[:0]
-	qs = appendIETF(qs, st[kindPolicy].vals, st[kindRateLimit].vals, now)
+	qs := dst[:0]
+	qs = appendIETF(qs, st[kindPolicy], st[kindRateLimit], now)
 	qs = appendPositional(qs, &positional{
-		limit:     st[kindDraftLimit].vals,
-		policy:    st[kindPolicy].vals,
-		remaining: st[kindDraftRemaining].vals,
-		reset:     st[kindDraftReset].vals,
-		resetTime: st[kindDraftResetTime].vals,
-		used:      st[kindDraftObserved].vals,
-		name:      st[kindDraftName].vals,
+		limit:     st[kindDraftLimit],
+		policy:    st[kindPolicy],
+		remaining: st[kindDraftRemaining],
+		reset:     st[kindDraftReset],
+		resetTime: st[kindDraftResetTime],
+		used:      st[kindDraftObserved],
+		name:      st[kindDraftName],
 	}, now)
-	name := st[kindXResource].vals
+	name := st[kindXResource]
 	if name == nil {
-		name = st[kindXBucket].vals
+		name = st[kindXBucket]
 	}
 	if name == nil {
-		name = st[kindXScope].vals
+		name = st[kindXScope]
 	}
 	qs = appendPositional(qs, &positional{
-		limit:      st[kindXLimit].vals,
-		remaining:  st[kindXRemaining].vals,
-		reset:      st[kindXReset].vals,
-		resetAfter: st[kindXResetAfter].vals,
-		used:       st[kindXUsed].vals,
+		limit:      st[kindXLimit],
+		remaining:  st[kindXRemaining],
+		reset:      st[kindXReset],
+		resetAfter: st[kindXResetAfter],
+		used:       st[kindXUsed],
 		name:       name,
-		interval:   st[kindXInterval].vals,
-		fillRate:   st[kindXFillRate].vals,
+		interval:   st[kindXInterval],
+		fillRate:   st[kindXFillRate],
 	}, now)
-	slices.SortFunc(nd, func(a, b named) int {
-		return cmp.Or(cmp.Compare(a.fam, b.fam), strings.Compare(a.name, b.name))
-	})
 	for i := range nd {
 		qs = appendNamed(qs, &nd[i], now)
 	}
-	qs = appendShopify(qs, st[kindShopify].vals)
-	qs = appendSalesforce(qs, st[kindSalesforce].vals)
-
-	if len(qs) > 0 {
-		info.Quotas = make([]Quota, len(qs))
-		copy(info.Quotas, qs)
-	}
-	return info
+	qs = appendShopify(qs, st[kindShopify])
+	qs = appendSalesforce(qs, st[kindSalesforce])
+	return qs, info
 }
 
 // cached reports whether an Age field says the response came from a
@@ -480,55 +550,54 @@ func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
 		return qs
 	}
 	var (
-		limBuf                                  [2]string
-		remBuf, rstBuf, raBuf, rtBuf, usedBuf   [2]string
-		nameBuf, ivBuf, frBuf, polBuf           [2]string
-		limits                                  [2]limitMember
-		lim, rem, rst, ra, rt, used, nm, iv, fr []string
+		limBuf, polBuf [2]string
+		limits         [2]limitMember
 	)
-	lim = splitList(limBuf[:0], p.limit)
-	pol := splitList(polBuf[:0], p.policy)
-	ls := parseLimits(limits[:0], lim, pol)
-	rem = splitList(remBuf[:0], p.remaining)
-	rst = splitList(rstBuf[:0], p.reset)
-	ra = splitList(raBuf[:0], p.resetAfter)
-	rt = splitList(rtBuf[:0], p.resetTime)
-	used = splitList(usedBuf[:0], p.used)
-	nm = splitList(nameBuf[:0], p.name)
-	iv = splitList(ivBuf[:0], p.interval)
-	fr = splitList(frBuf[:0], p.fillRate)
+	ls := parseLimits(limits[:0], splitList(limBuf[:0], p.limit), splitList(polBuf[:0], p.policy))
+	rem, rst, ra := members{lines: p.remaining}, members{lines: p.reset}, members{lines: p.resetAfter}
+	rt, used, nm := members{lines: p.resetTime}, members{lines: p.used}, members{lines: p.name}
+	iv, fr := members{lines: p.interval}, members{lines: p.fillRate}
+	for i := 0; ; i++ {
+		remaining, okRem := rem.next()
+		reset, okRst := rst.next()
+		resetAfter, okRa := ra.next()
+		resetTime, okRt := rt.next()
+		u, okUsed := used.next()
+		if i >= len(ls) && !okRem && !okRst && !okRa && !okRt && !okUsed {
+			return qs
+		}
+		name, _ := nm.next()
+		interval, _ := iv.next()
+		fillRate, _ := fr.next()
 
-	n := max(len(ls), len(rem), len(rst), len(ra), len(rt), len(used))
-	for i := range n {
 		// Docker Hub puts the window on the remaining count too:
 		// "ratelimit-remaining: 76;w=21600".
-		r, params, _ := strings.Cut(at(rem, i), ";")
-		q := Quota{Name: at(nm, i), Limit: -1, Remaining: parseCount(r)}
+		r, params, _ := strings.Cut(remaining, ";")
+		q := Quota{Name: name, Limit: -1, Remaining: parseCount(r)}
 		if i < len(ls) {
 			q.Limit, q.Window = ls[i].limit, ls[i].window
 		}
 		if q.Window == 0 {
 			q.Window = windowParam(params)
 		}
-		if u := parseCount(at(used, i)); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
+		if u := parseCount(u); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
 			q.Remaining = max(q.Limit-u, 0)
 		}
 		// Reset-After is relative, so immune to clock skew: prefer it.
-		if d, ok := parseSeconds(at(ra, i)); ok {
+		if d, ok := parseSeconds(resetAfter); ok {
 			q.Reset = now.Add(d)
-		} else if t, ok := parseReset(at(rst, i), now); ok {
+		} else if t, ok := parseReset(reset, now); ok {
 			q.Reset = t
-		} else if t, ok := parseReset(at(rt, i), now); ok {
+		} else if t, ok := parseReset(resetTime, now); ok {
 			q.Reset = t
 		}
 		if q.Window == 0 {
-			q.Window = refillWindow(q.Limit, at(iv, i), at(fr, i))
+			q.Window = refillWindow(q.Limit, interval, fillRate)
 		}
 		if q.known() {
 			qs = append(qs, q)
 		}
 	}
-	return qs
 }
 
 // refillWindow turns Jira's token bucket (FillRate tokens every interval
@@ -616,38 +685,38 @@ func windowParam(params string) time.Duration {
 // appendNamed appends the quotas of one named family member, such as
 // OpenAI's "requests" or an Azure Resource Manager counter.
 func appendNamed(qs []Quota, g *named, now time.Time) []Quota {
-	var limBuf, remBuf, rstBuf, winBuf [8]string
-	lim := splitList(limBuf[:0], g.fields[0].vals)
-	rem := splitList(remBuf[:0], g.fields[1].vals)
-	rst := splitList(rstBuf[:0], g.fields[2].vals)
-	win := splitList(winBuf[:0], g.fields[3].vals)
-	for i := range max(len(lim), len(rem), len(rst)) {
-		q := Quota{Name: g.name, Limit: parseCount(at(lim, i)), Remaining: -1, Unit: nameUnit(g.fam, g.name)}
-		switch g.fam {
-		case famX:
-			q.Window = nameWindow(g.name)
-		case famHubSpot:
-			// The daily limit resets at midnight in the account's time
-			// zone, which the response does not say: no Reset.
-			q.Window = nameWindow(g.name)
-			if d, ok := parseMillis(at(win, i)); ok && d > 0 {
-				q.Window = d
-			}
+	lim, rem := members{lines: g.fields[0]}, members{lines: g.fields[1]}
+	rst, win := members{lines: g.fields[2]}, members{lines: g.fields[3]}
+	unit, window := nameUnit(g.fam, g.name), time.Duration(0)
+	if g.fam == famX || g.fam == famHubSpot {
+		window = nameWindow(g.name)
+	}
+	for {
+		l, okLim := lim.next()
+		r, okRem := rem.next()
+		reset, okRst := rst.next()
+		if !okLim && !okRem && !okRst {
+			return qs
 		}
-		r := at(rem, i)
+		w, _ := win.next()
+		q := Quota{Name: g.name, Limit: parseCount(l), Remaining: -1, Window: window, Unit: unit}
+		// HubSpot's daily limit resets at midnight in the account's time
+		// zone, which the response does not say: no Reset.
+		if d, ok := parseMillis(w); ok && d > 0 && g.fam == famHubSpot {
+			q.Window = d
+		}
 		// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
 		if name, count, ok := strings.Cut(r, ";"); ok && g.fam == famAzure {
 			q.Name, r = trim(name), count
 		}
 		q.Remaining = parseCount(r)
-		if t, ok := parseReset(at(rst, i), now); ok {
+		if t, ok := parseReset(reset, now); ok {
 			q.Reset = t
 		}
 		if q.known() {
 			qs = append(qs, q)
 		}
 	}
-	return qs
 }
 
 // nameWindow returns the window a quota named after it implies, as Kong

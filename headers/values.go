@@ -160,49 +160,82 @@ func parseReset(s string, now time.Time) (time.Time, bool) {
 	if s == "" {
 		return time.Time{}, false
 	}
-	var t time.Time
-	if whole, frac, ok := parseDec(s); ok {
-		switch {
-		case whole >= 1e12: // epoch milliseconds
-			t = epochMillis(whole, frac, now)
-		case whole >= 1e9: // epoch seconds
-			t = time.Unix(whole, frac).In(now.Location())
-			if t.Sub(now) > maxAhead {
-				// Not seconds at all when read as such; if it is epoch
-				// milliseconds of a clock that reads before 2001, say so.
-				t = epochMillis(whole, frac, now)
-				if t.Sub(now) < -maxAhead {
-					return time.Time{}, false
-				}
-			}
-		default: // delta seconds
-			d, ok := scaled(whole, frac, time.Second)
-			if ok && d <= maxAhead {
-				return now.Add(d), true
-			}
-			// A delay of more than a year is no delay; it is epoch seconds
-			// from a clock that reads before 2001-09-09 (a test's fake
-			// clock, or a device's unset one) when it lands near now.
-			t = time.Unix(whole, frac).In(now.Location())
-			if t.Sub(now) < -maxAhead {
+	whole, frac, ok := parseDec(s)
+	if !ok {
+		if d, ok := parseGoDuration(s); ok {
+			return now.Add(d), true
+		}
+		t, ok := parseDate(s)
+		if !ok || t.IsZero() || t.Sub(now) > maxAhead {
+			return time.Time{}, false
+		}
+		return t.In(now.Location()), true
+	}
+	// The numbers are compared with now as Unix seconds and nanoseconds;
+	// a time.Time is built only for the answer.
+	sec, nsec := whole, frac
+	switch {
+	case whole >= 1e12: // epoch milliseconds
+		sec, nsec = epochMillis(whole, frac)
+		if reach(sec, nsec, now) > 0 {
+			return time.Time{}, false
+		}
+	case whole >= 1e9: // epoch seconds
+		if reach(sec, nsec, now) > 0 {
+			// Not seconds at all when read as such; if it is epoch
+			// milliseconds of a clock that reads before 2001, say so.
+			sec, nsec = epochMillis(whole, frac)
+			if reach(sec, nsec, now) != 0 {
 				return time.Time{}, false
 			}
 		}
-	} else if d, ok := parseGoDuration(s); ok {
-		return now.Add(d), true
-	} else if t, ok = parseDate(s); ok {
-		t = t.In(now.Location())
-	} else {
-		return time.Time{}, false
+	default: // delta seconds
+		d, ok := scaled(whole, frac, time.Second)
+		if ok && d <= maxAhead {
+			return now.Add(d), true
+		}
+		// A delay of more than a year is no delay; it is epoch seconds
+		// from a clock that reads before 2001-09-09 (a test's fake
+		// clock, or a device's unset one) when it lands near now.
+		if reach(sec, nsec, now) != 0 {
+			return time.Time{}, false
+		}
 	}
-	if t.IsZero() || t.Sub(now) > maxAhead {
-		return time.Time{}, false
-	}
-	return t, true
+	return time.Unix(sec, nsec).In(now.Location()), true
 }
 
-func epochMillis(whole, frac int64, now time.Time) time.Time {
-	return time.Unix(whole/1000, (whole%1000)*1e6+frac/1e3).In(now.Location())
+// epochMillis splits epoch milliseconds whole+frac/1e9 into Unix seconds
+// and nanoseconds.
+func epochMillis(whole, frac int64) (sec, nsec int64) {
+	return whole / 1000, (whole%1000)*1e6 + frac/1e3
+}
+
+// reach compares the Unix time sec+nsec/1e9 (sec ≥ 0, 0 ≤ nsec < 1e9) with
+// now: it is 1 when that time is more than maxAhead after now, -1 when it
+// is more than maxAhead before, and 0 otherwise. It answers what comparing
+// time.Unix(sec, nsec).Sub(now) with ±maxAhead would, in integers.
+func reach(sec, nsec int64, now time.Time) int {
+	const most = int64(maxAhead / time.Second)
+	var d time.Duration
+	switch us := now.Unix(); {
+	case us < -1<<62 || us > 1<<62:
+		// A now hundreds of billions of years away, where Unix seconds
+		// wrap: let Sub saturate.
+		d = time.Unix(sec, nsec).Sub(now)
+	case sec-us > most: // the nanoseconds differ by less than a second
+		return 1
+	case sec-us < -most:
+		return -1
+	default:
+		d = time.Duration(sec-us)*time.Second + time.Duration(nsec-int64(now.Nanosecond()))
+	}
+	switch {
+	case d > maxAhead:
+		return 1
+	case d < -maxAhead:
+		return -1
+	}
+	return 0
 }
 
 // parseGoDuration parses OpenAI's resets, which are Go durations: "6m0s",
@@ -210,6 +243,17 @@ func epochMillis(whole, frac int64, now time.Time) time.Time {
 func parseGoDuration(s string) (time.Duration, bool) {
 	if s == "" || !(isDigit(s[0]) || s[0] == '.') || !isAlpha(s[len(s)-1]) {
 		return 0, false
+	}
+	// Refuse at once what time.ParseDuration would refuse because of a
+	// byte no duration has (an RFC 3339 time's '-' and ':'): its error
+	// costs two allocations. Bytes from 0x80 up may be µ or μ.
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case isDigit(c), c == '.', c >= 0x80,
+			c == 'n', c == 'u', c == 'm', c == 's', c == 'h':
+		default:
+			return 0, false
+		}
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 || d > maxAhead {
@@ -272,32 +316,50 @@ func parseDate(s string) (time.Time, bool) {
 	return t.UTC(), true
 }
 
-// splitList appends the members of the comma-separated lists in vals to
-// dst, trimmed, skipping empty ones. A comma right after a weekday is
-// taken as the one inside an HTTP-date ("Tue, 14 Jul 2020 ..."), so a date
-// stays one member.
-func splitList(dst, vals []string) []string {
-	for _, line := range vals {
-		for line != "" {
-			m := line
-			i := strings.IndexByte(line, ',')
-			switch {
-			case i < 0:
-				line = ""
-			case isWeekday(trim(line[:i])):
-				j := strings.IndexByte(line[i+1:], ',')
-				if j < 0 {
-					line = ""
-				} else {
-					m, line = line[:i+1+j], line[i+2+j:]
-				}
-			default:
-				m, line = line[:i], line[i+1:]
+// members walks the members of the comma-separated lists in some field
+// lines, one at a time, trimmed, skipping empty ones. A comma right after a
+// weekday is taken as the one inside an HTTP-date ("Tue, 14 Jul 2020
+// ..."), so a date stays one member. The zero value has no members.
+type members struct {
+	lines []string // the lines not yet begun
+	line  string   // what is left of the current line
+}
+
+// next returns the next member; ok is false when there are none left.
+func (l *members) next() (m string, ok bool) {
+	for {
+		for l.line == "" {
+			if len(l.lines) == 0 {
+				return "", false
 			}
-			if m = trim(m); m != "" {
-				dst = append(dst, m)
-			}
+			l.line, l.lines = l.lines[0], l.lines[1:]
 		}
+		m = l.line
+		i := strings.IndexByte(m, ',')
+		switch {
+		case i < 0:
+			l.line = ""
+		case isWeekday(trim(m[:i])):
+			j := strings.IndexByte(m[i+1:], ',')
+			if j < 0 {
+				l.line = ""
+			} else {
+				m, l.line = m[:i+1+j], m[i+2+j:]
+			}
+		default:
+			m, l.line = m[:i], m[i+1:]
+		}
+		if m = trim(m); m != "" {
+			return m, true
+		}
+	}
+}
+
+// splitList appends the members of the lists in vals to dst.
+func splitList(dst, vals []string) []string {
+	l := members{lines: vals}
+	for m, ok := l.next(); ok; m, ok = l.next() {
+		dst = append(dst, m)
 	}
 	return dst
 }
@@ -319,12 +381,4 @@ func isWeekday(s string) bool {
 		}
 	}
 	return false
-}
-
-// at returns list[i], or "" when the list is shorter.
-func at(list []string, i int) string {
-	if i < len(list) {
-		return list[i]
-	}
-	return ""
 }
