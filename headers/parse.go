@@ -126,17 +126,17 @@ func classify(k string) (kind, family, string) {
 	case 'r':
 		if k[1]|0x20 == 'e' {
 			switch {
-			case equalFold(k, "Retry-After"):
+			case equalLower(k, "retry-after"):
 				return kindRetryAfter, 0, ""
-			case equalFold(k, "Retry-After-Ms"):
+			case equalLower(k, "retry-after-ms"):
 				return kindRetryAfterMs, 0, ""
 			}
 			break
 		}
 		switch {
-		case equalFold(k, "RateLimit"):
+		case equalLower(k, "ratelimit"):
 			return kindRateLimit, 0, ""
-		case hasPrefixFold(k, "RateLimit-"):
+		case hasPrefixLower(k, "ratelimit-"):
 			return draftField(k[len("RateLimit-"):]), 0, ""
 		}
 	case 'x':
@@ -144,14 +144,14 @@ func classify(k string) (kind, family, string) {
 			return xPrefixed(k)
 		}
 	case 's':
-		if equalFold(k, "Sforce-Limit-Info") {
+		if equalLower(k, "sforce-limit-info") {
 			return kindSalesforce, 0, ""
 		}
 	case 'a':
-		if equalFold(k, "Age") {
+		if equalLower(k, "age") {
 			return kindAge, 0, ""
 		}
-		if hasPrefixFold(k, "Anthropic-RateLimit-") {
+		if hasPrefixLower(k, "anthropic-ratelimit-") {
 			rest := k[len("Anthropic-RateLimit-"):]
 			i := strings.LastIndexByte(rest, '-')
 			if i <= 0 {
@@ -159,11 +159,11 @@ func classify(k string) (kind, family, string) {
 			}
 			name, field := rest[:i], rest[i+1:]
 			switch {
-			case equalFold(field, "limit"):
+			case equalLower(field, "limit"):
 				return kindNamedLimit, famAnthropic, name
-			case equalFold(field, "remaining"):
+			case equalLower(field, "remaining"):
 				return kindNamedRemaining, famAnthropic, name
-			case equalFold(field, "reset"):
+			case equalLower(field, "reset"):
 				return kindNamedReset, famAnthropic, name
 			}
 		}
@@ -176,28 +176,28 @@ func xPrefixed(k string) (kind, family, string) {
 	switch k[2] | 0x20 {
 	case 'r':
 		switch {
-		case hasPrefixFold(k, "X-RateLimit-"):
+		case hasPrefixLower(k, "x-ratelimit-"):
 			return xField(k[len("X-RateLimit-"):])
-		case hasPrefixFold(k, "X-Rate-Limit-"):
+		case hasPrefixLower(k, "x-rate-limit-"):
 			return xField(k[len("X-Rate-Limit-"):])
 		}
 	case 'm':
 		switch {
-		case equalFold(k, "X-Ms-Retry-After-Ms"):
+		case equalLower(k, "x-ms-retry-after-ms"):
 			return kindRetryAfterMs, 0, ""
-		case hasPrefixFold(k, "X-Ms-RateLimit-Remaining-") && len(k) > len("X-Ms-RateLimit-Remaining-"):
+		case hasPrefixLower(k, "x-ms-ratelimit-remaining-") && len(k) > len("X-Ms-RateLimit-Remaining-"):
 			return kindNamedRemaining, famAzure, k[len("X-Ms-RateLimit-Remaining-"):]
 		}
 	case 's':
-		if equalFold(k, "X-Shopify-Shop-Api-Call-Limit") {
+		if equalLower(k, "x-shopify-shop-api-call-limit") {
 			return kindShopify, 0, ""
 		}
 	case 'a':
-		if hasPrefixFold(k, "X-AI-RateLimit-") {
+		if hasPrefixLower(k, "x-ai-ratelimit-") {
 			return prefixed(k[len("X-AI-RateLimit-"):], famAI)
 		}
 	case 'h':
-		if hasPrefixFold(k, "X-HubSpot-RateLimit-") {
+		if hasPrefixLower(k, "x-hubspot-ratelimit-") {
 			return hubSpotField(k[len("X-HubSpot-RateLimit-"):])
 		}
 	}
@@ -207,63 +207,83 @@ func xPrefixed(k string) (kind, family, string) {
 // draftField classifies the part of a RateLimit-* name after the dash.
 func draftField(s string) kind {
 	switch {
-	case equalFold(s, "Policy"):
+	case equalLower(s, "policy"):
 		return kindPolicy
-	case equalFold(s, "Limit"):
+	case equalLower(s, "limit"):
 		return kindDraftLimit
-	case equalFold(s, "Remaining"):
+	case equalLower(s, "remaining"):
 		return kindDraftRemaining
-	case equalFold(s, "Reset"):
+	case equalLower(s, "reset"):
 		return kindDraftReset
-	case equalFold(s, "ResetTime"):
+	case equalLower(s, "resettime"):
 		return kindDraftResetTime
-	case equalFold(s, "Observed"):
+	case equalLower(s, "observed"):
 		return kindDraftObserved
-	case equalFold(s, "Name"):
+	case equalLower(s, "name"):
 		return kindDraftName
 	}
 	return kindNone
 }
 
-// xFields are the fixed names of the X-RateLimit-* family, after the
-// prefix.
-var xFields = [...]struct {
-	field string
-	kind  kind
-}{
-	{"Limit", kindXLimit},
-	{"Remaining", kindXRemaining},
-	{"Reset", kindXReset},
-	{"Reset-After", kindXResetAfter},
-	{"Used", kindXUsed},
-	{"Resource", kindXResource},
-	{"Bucket", kindXBucket},
-	{"Scope", kindXScope},
-	{"Interval-Seconds", kindXInterval},
-	{"FillRate", kindXFillRate},
-}
-
 // xField classifies the part of an X-RateLimit-* name after the prefix.
 func xField(s string) (kind, family, string) {
-	if s == "" {
-		return kindNone, 0, ""
-	}
-	for _, f := range xFields {
-		// The first letter tells most of them apart without a loop.
-		if s[0]|0x20 == f.field[0]|0x20 && equalFold(s, f.field) {
-			return f.kind, 0, ""
-		}
+	if kd := xFixed(s); kd != kindNone {
+		return kd, 0, ""
 	}
 	if kd, fam, name := prefixed(s, famX); kd != kindNone {
 		return kd, fam, name
 	}
 	// Linear: X-RateLimit-Requests-Limit, X-RateLimit-Complexity-Reset.
 	for _, p := range namedParts {
-		if n := len(s) - len(p.part) - 1; n > 0 && s[n] == '-' && equalFold(s[n+1:], p.part) {
+		if n := len(s) - len(p.part) - 1; n > 0 && s[n] == '-' && equalLower(s[n+1:], p.part) {
 			return p.kind, famX, s[:n]
 		}
 	}
 	return kindNone, 0, ""
+}
+
+// xFixed classifies the fixed names of the X-RateLimit-* family, after the
+// prefix, telling them apart by length first.
+func xFixed(s string) kind {
+	switch len(s) {
+	case len("used"):
+		if equalLower(s, "used") {
+			return kindXUsed
+		}
+	case len("limit"):
+		switch {
+		case equalLower(s, "limit"):
+			return kindXLimit
+		case equalLower(s, "reset"):
+			return kindXReset
+		case equalLower(s, "scope"):
+			return kindXScope
+		}
+	case len("bucket"):
+		if equalLower(s, "bucket") {
+			return kindXBucket
+		}
+	case len("resource"):
+		switch {
+		case equalLower(s, "resource"):
+			return kindXResource
+		case equalLower(s, "fillrate"):
+			return kindXFillRate
+		}
+	case len("remaining"):
+		if equalLower(s, "remaining") {
+			return kindXRemaining
+		}
+	case len("reset-after"):
+		if equalLower(s, "reset-after") {
+			return kindXResetAfter
+		}
+	case len("interval-seconds"):
+		if equalLower(s, "interval-seconds") {
+			return kindXInterval
+		}
+	}
+	return kindNone
 }
 
 // namedParts are the fields of a named quota, as header names spell them.
@@ -271,16 +291,16 @@ var namedParts = [...]struct {
 	part string
 	kind kind
 }{
-	{"Limit", kindNamedLimit},
-	{"Remaining", kindNamedRemaining},
-	{"Reset", kindNamedReset},
+	{"limit", kindNamedLimit},
+	{"remaining", kindNamedRemaining},
+	{"reset", kindNamedReset},
 }
 
 // prefixed classifies "Limit-<name>", "Remaining-<name>" and
 // "Reset-<name>" as a named field of family fam.
 func prefixed(s string, fam family) (kind, family, string) {
 	for _, p := range namedParts {
-		if n := len(p.part); len(s) > n+1 && s[n] == '-' && equalFold(s[:n], p.part) {
+		if n := len(p.part); len(s) > n+1 && s[n] == '-' && equalLower(s[:n], p.part) {
 			return p.kind, fam, s[n+1:]
 		}
 	}
@@ -293,7 +313,7 @@ func prefixed(s string, fam family) (kind, family, string) {
 // are limits whose -Remaining says what is left.
 func hubSpotField(s string) (kind, family, string) {
 	for _, f := range hubSpotFields {
-		if equalFold(s, f.field) {
+		if equalLower(s, f.field) {
 			return f.kind, famHubSpot, f.name
 		}
 	}
@@ -305,13 +325,13 @@ var hubSpotFields = [...]struct {
 	kind  kind
 	name  string
 }{
-	{"Max", kindNamedLimit, "interval"},
-	{"Remaining", kindNamedRemaining, "interval"},
-	{"Interval-Milliseconds", kindNamedWindow, "interval"},
-	{"Daily", kindNamedLimit, "daily"},
-	{"Daily-Remaining", kindNamedRemaining, "daily"},
-	{"Secondly", kindNamedLimit, "secondly"},
-	{"Secondly-Remaining", kindNamedRemaining, "secondly"},
+	{"max", kindNamedLimit, "interval"},
+	{"remaining", kindNamedRemaining, "interval"},
+	{"interval-milliseconds", kindNamedWindow, "interval"},
+	{"daily", kindNamedLimit, "daily"},
+	{"daily-remaining", kindNamedRemaining, "daily"},
+	{"secondly", kindNamedLimit, "secondly"},
+	{"secondly-remaining", kindNamedRemaining, "secondly"},
 }
 
 // addLines returns the lines of a field followed by vals, more lines of
@@ -354,7 +374,7 @@ func lowerName(name string) string {
 		return name
 	}
 	for _, c := range commonNames {
-		if equalFold(name, c) {
+		if equalLower(name, c) {
 			return c
 		}
 	}
@@ -549,11 +569,8 @@ func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
 		p.resetAfter == nil && p.resetTime == nil && p.used == nil {
 		return qs
 	}
-	var (
-		limBuf, polBuf [2]string
-		limits         [2]limitMember
-	)
-	ls := parseLimits(limits[:0], splitList(limBuf[:0], p.limit), splitList(polBuf[:0], p.policy))
+	var limits [2]limitMember
+	ls := parseLimits(limits[:0], p.limit, p.policy)
 	rem, rst, ra := members{lines: p.remaining}, members{lines: p.reset}, members{lines: p.resetAfter}
 	rt, used, nm := members{lines: p.resetTime}, members{lines: p.used}, members{lines: p.name}
 	iv, fr := members{lines: p.interval}, members{lines: p.fillRate}
@@ -605,8 +622,11 @@ func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
 // that Limit/Window is the sustained rate, as it is for a fixed window.
 func refillWindow(limit int64, interval, fillRate string) time.Duration {
 	iv, ok := parseSeconds(interval)
+	if !ok || iv <= 0 || limit <= 0 {
+		return 0
+	}
 	fr := parseCount(fillRate)
-	if !ok || iv <= 0 || fr <= 0 || limit <= 0 {
+	if fr <= 0 {
 		return 0
 	}
 	w := float64(iv) * float64(limit) / float64(fr)
@@ -627,34 +647,40 @@ type limitMember struct {
 // RateLimit-Policy ("100;w=60"): a member with parameters is then a policy
 // that lends its window to the plain member with the same quota. When every
 // member has parameters, each is a quota of its own.
-func parseLimits(dst []limitMember, members, policies []string) []limitMember {
-	plain := 0
-	for _, m := range members {
-		if !strings.Contains(m, ";") {
+func parseLimits(dst []limitMember, limits, policies []string) []limitMember {
+	total, plain := 0, 0
+	l := members{lines: limits}
+	for m, ok := l.next(); ok; m, ok = l.next() {
+		total++
+		if strings.IndexByte(m, ';') < 0 {
 			plain++
 		}
 	}
-	for _, m := range members {
-		v, params, ok := strings.Cut(m, ";")
-		if ok && plain > 0 {
+	policed := plain < total || policies != nil // some member can lend a window
+	l = members{lines: limits}
+	for m, ok := l.next(); ok; m, ok = l.next() {
+		v, params, hasParams := strings.Cut(m, ";")
+		if hasParams && plain > 0 {
 			continue
 		}
 		lm := limitMember{limit: parseCount(v), window: windowParam(params)}
-		if !ok {
-			lm.window = policyWindow(lm.limit, members, policies)
+		if !hasParams && policed {
+			lm.window = policyWindow(lm.limit, limits, policies)
 		}
 		dst = append(dst, lm)
 	}
 	return dst
 }
 
-// policyWindow finds the window of the first policy for quota limit.
+// policyWindow finds the window of the first policy for quota limit among
+// the members of the field lines in lists.
 func policyWindow(limit int64, lists ...[]string) time.Duration {
 	if limit < 0 {
 		return 0
 	}
-	for _, list := range lists {
-		for _, m := range list {
+	for _, lines := range lists {
+		l := members{lines: lines}
+		for m, ok := l.next(); ok; m, ok = l.next() {
 			v, params, ok := strings.Cut(m, ";")
 			if ok && parseCount(v) == limit {
 				if w := windowParam(params); w > 0 {
@@ -759,8 +785,8 @@ func nameUnit(fam family, name string) string {
 
 // appendShopify appends Shopify's "used/limit" call limits.
 func appendShopify(qs []Quota, vals []string) []Quota {
-	var buf [8]string
-	for _, m := range splitList(buf[:0], vals) {
+	l := members{lines: vals}
+	for m, ok := l.next(); ok; m, ok = l.next() {
 		if limit, remaining, ok := parseUsage(m); ok {
 			qs = append(qs, Quota{Limit: limit, Remaining: remaining})
 		}

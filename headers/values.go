@@ -16,9 +16,60 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // isAlpha reports whether c is an ASCII letter.
 func isAlpha(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
 
-// hasPrefixFold is strings.HasPrefix, ignoring ASCII case.
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && equalFold(s[:len(prefix)], prefix)
+// equalLower reports whether s equals lower, ignoring ASCII case. lower is
+// a name of ours: lower-case letters, and only bytes below 0x40 ('-', the
+// digits) besides.
+func equalLower(s, lower string) bool {
+	return len(s) == len(lower) && hasPrefixLower(s, lower)
+}
+
+// hasPrefixLower reports whether s starts with lower, ignoring ASCII case;
+// lower is as equalLower says. It compares words of four or eight bytes,
+// the last one overlapping the one before it.
+func hasPrefixLower(s, lower string) bool {
+	n := len(lower)
+	switch {
+	case len(s) < n:
+		return false
+	case n >= 8:
+		for i := 0; i < n-8; i += 8 {
+			if !foldMatch(load64(s[i:]), load64(lower[i:])) {
+				return false
+			}
+		}
+		return foldMatch(load64(s[n-8:]), load64(lower[n-8:]))
+	case n >= 4:
+		return foldMatch(load32(s), load32(lower)) && foldMatch(load32(s[n-4:]), load32(lower[n-4:]))
+	}
+	for i := range n {
+		if !foldMatch(uint64(s[i]), uint64(lower[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldMatch reports whether the bytes of x match those of w, a word of a
+// lower-case name, ignoring ASCII case: a byte of x matches when it equals
+// w's after setting the 0x20 bit (the lower-case bit) wherever w has a
+// letter. The bit 0x40 marks w's letters, and only the upper and the lower
+// case of a letter become it.
+func foldMatch(x, w uint64) bool {
+	return x|(w&0x4040404040404040)>>1 == w
+}
+
+// load64 returns the first eight bytes of s as a little-endian word (the
+// compiler makes it one load).
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// load32 returns the first four bytes of s as a little-endian word.
+func load32(s string) uint64 {
+	_ = s[3]
+	return uint64(uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24)
 }
 
 // equalFold is strings.EqualFold for ASCII, which field names are (RFC 9110
@@ -353,15 +404,6 @@ func (l *members) next() (m string, ok bool) {
 			return m, true
 		}
 	}
-}
-
-// splitList appends the members of the lists in vals to dst.
-func splitList(dst, vals []string) []string {
-	l := members{lines: vals}
-	for m, ok := l.next(); ok; m, ok = l.next() {
-		dst = append(dst, m)
-	}
-	return dst
 }
 
 // weekdays are the day names HTTP-dates start with, short and long.
