@@ -115,7 +115,8 @@ func sameField(a, b string) bool {
 	return ka == kb && fa == fb && strings.EqualFold(na, nb)
 }
 
-// TestEqualLower holds hasPrefixLower and equalLower to equalFold on every
+// TestEqualLower holds equalLower, hasPrefixLower and hasSuffixLower to
+// equalFold on every
 // name they compare with, changed in one byte to each of the 256 values,
 // in every case.
 func TestEqualLower(t *testing.T) {
@@ -125,7 +126,7 @@ func TestEqualLower(t *testing.T) {
 		"x-ms-ratelimit-remaining-", "x-shopify-shop-api-call-limit", "x-ai-ratelimit-",
 		"x-hubspot-ratelimit-", "policy", "resettime", "observed", "name",
 		"used", "limit", "reset", "scope", "bucket", "resource", "fillrate", "remaining",
-		"reset-after", "interval-seconds",
+		"reset-after", "interval-seconds", "limit-", "remaining-", "reset-", "-limit", "-remaining", "-reset",
 	}
 	for _, f := range hubSpotFields {
 		names = append(names, f.field)
@@ -141,7 +142,8 @@ func TestEqualLower(t *testing.T) {
 						x = s[:i] + string([]byte{byte(c)}) + s[i+1:]
 					}
 					want := equalFold(x, name)
-					if equalLower(x, name) != want || hasPrefixLower(x+"-tail", name) != want {
+					if equalLower(x, name) != want || hasPrefixLower(x+"-tail", name) != want ||
+						hasSuffixLower("head-"+x, name) != want {
 						t.Fatalf("%q against %q: want %v", x, name, want)
 					}
 				}
@@ -162,14 +164,14 @@ func TestReach(t *testing.T) {
 	}
 	const most = int64(maxAhead / time.Second)
 	for _, n := range nows {
-		secs := []int64{0, 1e9, 1704207630, 1e18 - 1}
+		secs := []int64{0, 1e9, 1704207630, 1e18 - 1, -1, -62135596800, -1e12}
 		for _, ds := range []int64{0, 1, most - 1, most, most + 1, most + 2, 1 << 40} {
 			secs = append(secs, n.Unix()+ds, n.Unix()-ds)
 		}
 		for _, sec := range secs {
 			for _, nsec := range []int64{0, 1, int64(n.Nanosecond()), int64(n.Nanosecond()) + 1, 999999999} {
-				if sec < 0 || sec >= 1e18 || nsec > 999999999 {
-					continue // reach's callers pass 0 ≤ sec < 1e18
+				if sec <= -1<<61 || sec >= 1<<61 || nsec > 999999999 {
+					continue // reach's callers pass |sec| < 2^61
 				}
 				d := time.Unix(sec, nsec).Sub(n)
 				want := 0

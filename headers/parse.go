@@ -152,19 +152,15 @@ func classify(k string) (kind, family, string) {
 			return kindAge, 0, ""
 		}
 		if hasPrefixLower(k, "anthropic-ratelimit-") {
+			// anthropic-ratelimit-<name>-<field>: no field has a dash.
 			rest := k[len("Anthropic-RateLimit-"):]
-			i := strings.LastIndexByte(rest, '-')
-			if i <= 0 {
-				break
-			}
-			name, field := rest[:i], rest[i+1:]
 			switch {
-			case equalLower(field, "limit"):
-				return kindNamedLimit, famAnthropic, name
-			case equalLower(field, "remaining"):
-				return kindNamedRemaining, famAnthropic, name
-			case equalLower(field, "reset"):
-				return kindNamedReset, famAnthropic, name
+			case hasSuffixLower(rest, "-limit"):
+				return kindNamedLimit, famAnthropic, rest[:len(rest)-len("-limit")]
+			case hasSuffixLower(rest, "-remaining"):
+				return kindNamedRemaining, famAnthropic, rest[:len(rest)-len("-remaining")]
+			case hasSuffixLower(rest, "-reset"):
+				return kindNamedReset, famAnthropic, rest[:len(rest)-len("-reset")]
 			}
 		}
 	}
@@ -299,12 +295,25 @@ var namedParts = [...]struct {
 // prefixed classifies "Limit-<name>", "Remaining-<name>" and
 // "Reset-<name>" as a named field of family fam.
 func prefixed(s string, fam family) (kind, family, string) {
-	for _, p := range namedParts {
-		if n := len(p.part); len(s) > n+1 && s[n] == '-' && equalLower(s[:n], p.part) {
-			return p.kind, fam, s[n+1:]
+	var (
+		kd kind
+		n  int
+	)
+	switch {
+	case s == "":
+	case s[0]|0x20 == 'l':
+		if hasPrefixLower(s, "limit-") {
+			kd, n = kindNamedLimit, len("limit-")
 		}
+	case hasPrefixLower(s, "remaining-"):
+		kd, n = kindNamedRemaining, len("remaining-")
+	case hasPrefixLower(s, "reset-"):
+		kd, n = kindNamedReset, len("reset-")
 	}
-	return kindNone, 0, ""
+	if kd == kindNone || len(s) == n {
+		return kindNone, 0, ""
+	}
+	return kd, fam, s[n:]
 }
 
 // hubSpotField classifies the part of an X-HubSpot-RateLimit-* name after
@@ -439,13 +448,7 @@ func gather(st *[numStatic][]string, nd []named, k string, vs []string) (_ []nam
 // Parse never fails: fields it does not know are skipped and values it
 // cannot read are left unknown.
 func Parse(h http.Header, now time.Time) Info {
-	var buf [8]Quota
-	qs, info := parse(buf[:0], h, now)
-	if len(qs) > 0 { // the caller owns what Parse returns
-		info.Quotas = make([]Quota, len(qs))
-		copy(info.Quotas, qs)
-	}
-	return info
+	return parse(nil, h, now)
 }
 
 // parseInto is Parse, appending the quotas to dst[:0] and returning that
@@ -453,16 +456,15 @@ func Parse(h http.Header, now time.Time) Info {
 // their own: a dst with room for them all spares the allocation. Package
 // internal/hdrhook hands it to the Transport.
 func parseInto(dst []Quota, h http.Header, now time.Time) Info {
-	qs, info := parse(dst, h, now)
-	if len(qs) > 0 {
-		info.Quotas = qs
+	if dst == nil {
+		dst = []Quota{} // not parse's nil: append to it
 	}
-	return info
+	return parse(dst, h, now)
 }
 
-// parse is Parse, returning the quotas apart from the rest of Info (whose
-// Quotas it leaves nil) so that a dst on the caller's stack can stay there.
-func parse(dst []Quota, h http.Header, now time.Time) ([]Quota, Info) {
+// parse is parseInto, and Parse when dst is nil: then it gathers the
+// quotas on its stack and returns a copy of exactly their length.
+func parse(dst []Quota, h http.Header, now time.Time) Info {
 	var (
 		st   [numStatic][]string
 		nbuf [8]named
@@ -475,7 +477,7 @@ func parse(dst []Quota, h http.Header, now time.Time) ([]Quota, Info) {
 		found, again = found || f, again || a
 	}
 	if !found {
-		return nil, Info{} // most responses: nothing about rate limits
+		return Info{} // most responses: nothing about rate limits
 	}
 	if again {
 		// A field under two spellings (say, "X-RateLimit-Limit" set with
@@ -505,10 +507,26 @@ func parse(dst []Quota, h http.Header, now time.Time) ([]Quota, Info) {
 	}
 
 	if cached(st[kindAge]) {
-		return nil, info
+		return info
 	}
+	if dst != nil {
+		if qs := appendQuotas(dst[:0], &st, nd, now); len(qs) > 0 {
+			info.Quotas = qs
+		}
+		return info
+	}
+	// Its own variable, so that buf stays on the stack: only a copy leaves.
+	var buf [8]Quota
+	if qs := appendQuotas(buf[:0], &st, nd, now); len(qs) > 0 {
+		info.Quotas = make([]Quota, len(qs))
+		copy(info.Quotas, qs)
+	}
+	return info
+}
 
-	qs := dst[:0]
+// appendQuotas appends the quotas of the fields in st and nd to qs, in
+// the order Info.Quotas says.
+func appendQuotas(qs []Quota, st *[numStatic][]string, nd []named, now time.Time) []Quota {
 	qs = appendIETF(qs, st[kindPolicy], st[kindRateLimit], now)
 	qs = appendPositional(qs, &positional{
 		limit:     st[kindDraftLimit],
@@ -540,8 +558,7 @@ func parse(dst []Quota, h http.Header, now time.Time) ([]Quota, Info) {
 		qs = appendNamed(qs, &nd[i], now)
 	}
 	qs = appendShopify(qs, st[kindShopify])
-	qs = appendSalesforce(qs, st[kindSalesforce])
-	return qs, info
+	return appendSalesforce(qs, st[kindSalesforce])
 }
 
 // cached reports whether an Age field says the response came from a
@@ -575,17 +592,11 @@ func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
 	rt, used, nm := members{lines: p.resetTime}, members{lines: p.used}, members{lines: p.name}
 	iv, fr := members{lines: p.interval}, members{lines: p.fillRate}
 	for i := 0; ; i++ {
-		remaining, okRem := rem.next()
-		reset, okRst := rst.next()
-		resetAfter, okRa := ra.next()
-		resetTime, okRt := rt.next()
-		u, okUsed := used.next()
-		if i >= len(ls) && !okRem && !okRst && !okRa && !okRt && !okUsed {
+		remaining, reset, resetAfter, resetTime, u := rem.next(), rst.next(), ra.next(), rt.next(), used.next()
+		if i >= len(ls) && remaining == "" && reset == "" && resetAfter == "" && resetTime == "" && u == "" {
 			return qs
 		}
-		name, _ := nm.next()
-		interval, _ := iv.next()
-		fillRate, _ := fr.next()
+		name, interval, fillRate := nm.next(), iv.next(), fr.next()
 
 		// Docker Hub puts the window on the remaining count too:
 		// "ratelimit-remaining: 76;w=21600".
@@ -650,7 +661,7 @@ type limitMember struct {
 func parseLimits(dst []limitMember, limits, policies []string) []limitMember {
 	total, plain := 0, 0
 	l := members{lines: limits}
-	for m, ok := l.next(); ok; m, ok = l.next() {
+	for m := l.next(); m != ""; m = l.next() {
 		total++
 		if strings.IndexByte(m, ';') < 0 {
 			plain++
@@ -658,7 +669,7 @@ func parseLimits(dst []limitMember, limits, policies []string) []limitMember {
 	}
 	policed := plain < total || policies != nil // some member can lend a window
 	l = members{lines: limits}
-	for m, ok := l.next(); ok; m, ok = l.next() {
+	for m := l.next(); m != ""; m = l.next() {
 		v, params, hasParams := strings.Cut(m, ";")
 		if hasParams && plain > 0 {
 			continue
@@ -680,7 +691,7 @@ func policyWindow(limit int64, lists ...[]string) time.Duration {
 	}
 	for _, lines := range lists {
 		l := members{lines: lines}
-		for m, ok := l.next(); ok; m, ok = l.next() {
+		for m := l.next(); m != ""; m = l.next() {
 			v, params, ok := strings.Cut(m, ";")
 			if ok && parseCount(v) == limit {
 				if w := windowParam(params); w > 0 {
@@ -718,13 +729,11 @@ func appendNamed(qs []Quota, g *named, now time.Time) []Quota {
 		window = nameWindow(g.name)
 	}
 	for {
-		l, okLim := lim.next()
-		r, okRem := rem.next()
-		reset, okRst := rst.next()
-		if !okLim && !okRem && !okRst {
+		l, r, reset := lim.next(), rem.next(), rst.next()
+		if l == "" && r == "" && reset == "" {
 			return qs
 		}
-		w, _ := win.next()
+		w := win.next()
 		q := Quota{Name: g.name, Limit: parseCount(l), Remaining: -1, Window: window, Unit: unit}
 		// HubSpot's daily limit resets at midnight in the account's time
 		// zone, which the response does not say: no Reset.
@@ -786,7 +795,7 @@ func nameUnit(fam family, name string) string {
 // appendShopify appends Shopify's "used/limit" call limits.
 func appendShopify(qs []Quota, vals []string) []Quota {
 	l := members{lines: vals}
-	for m, ok := l.next(); ok; m, ok = l.next() {
+	for m := l.next(); m != ""; m = l.next() {
 		if limit, remaining, ok := parseUsage(m); ok {
 			qs = append(qs, Quota{Limit: limit, Remaining: remaining})
 		}

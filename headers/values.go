@@ -23,6 +23,12 @@ func equalLower(s, lower string) bool {
 	return len(s) == len(lower) && hasPrefixLower(s, lower)
 }
 
+// hasSuffixLower reports whether s ends with lower and has something
+// before it, ignoring ASCII case; lower is as equalLower says.
+func hasSuffixLower(s, lower string) bool {
+	return len(s) > len(lower) && hasPrefixLower(s[len(s)-len(lower):], lower)
+}
+
 // hasPrefixLower reports whether s starts with lower, ignoring ASCII case;
 // lower is as equalLower says. It compares words of four or eight bytes,
 // the last one overlapping the one before it.
@@ -217,7 +223,7 @@ func parseReset(s string, now time.Time) (time.Time, bool) {
 			return now.Add(d), true
 		}
 		t, ok := parseDate(s)
-		if !ok || t.IsZero() || t.Sub(now) > maxAhead {
+		if !ok || t.IsZero() || reach(t.Unix(), int64(t.Nanosecond()), now) > 0 {
 			return time.Time{}, false
 		}
 		return t.In(now.Location()), true
@@ -261,8 +267,8 @@ func epochMillis(whole, frac int64) (sec, nsec int64) {
 	return whole / 1000, (whole%1000)*1e6 + frac/1e3
 }
 
-// reach compares the Unix time sec+nsec/1e9 (sec ≥ 0, 0 ≤ nsec < 1e9) with
-// now: it is 1 when that time is more than maxAhead after now, -1 when it
+// reach compares the Unix time sec+nsec/1e9 (|sec| < 2^61, 0 ≤ nsec < 1e9)
+// with now: it is 1 when that time is more than maxAhead after now, -1 when it
 // is more than maxAhead before, and 0 otherwise. It answers what comparing
 // time.Unix(sec, nsec).Sub(now) with ±maxAhead would, in integers.
 func reach(sec, nsec int64, now time.Time) int {
@@ -376,16 +382,26 @@ type members struct {
 	line  string   // what is left of the current line
 }
 
-// next returns the next member; ok is false when there are none left.
-func (l *members) next() (m string, ok bool) {
+// next returns the next member, or "" when there are none left (a member
+// is never empty). It is small enough to inline, so that asking an empty
+// list costs no call.
+func (l *members) next() string {
+	if len(l.line)|len(l.lines) == 0 {
+		return ""
+	}
+	return l.more()
+}
+
+// more is next, the part that walks the lines.
+func (l *members) more() string {
 	for {
 		for l.line == "" {
 			if len(l.lines) == 0 {
-				return "", false
+				return ""
 			}
 			l.line, l.lines = l.lines[0], l.lines[1:]
 		}
-		m = l.line
+		m := l.line
 		i := strings.IndexByte(m, ',')
 		switch {
 		case i < 0:
@@ -401,7 +417,7 @@ func (l *members) next() (m string, ok bool) {
 			m, l.line = m[:i], m[i+1:]
 		}
 		if m = trim(m); m != "" {
-			return m, true
+			return m
 		}
 	}
 }
