@@ -223,8 +223,12 @@ func draftField(s string) kind {
 
 // xField classifies the part of an X-RateLimit-* name after the prefix.
 func xField(s string) (kind, family, string) {
-	if kd := xFixed(s); kd != kindNone {
-		return kd, 0, ""
+	if len(s) < 64 && xLengths&(1<<len(s)) != 0 {
+		for _, f := range xFields {
+			if equalLower(s, f.field) {
+				return f.kind, 0, ""
+			}
+		}
 	}
 	if kd, fam, name := prefixed(s, famX); kd != kindNone {
 		return kd, fam, name
@@ -238,49 +242,32 @@ func xField(s string) (kind, family, string) {
 	return kindNone, 0, ""
 }
 
-// xFixed classifies the fixed names of the X-RateLimit-* family, after the
-// prefix, telling them apart by length first.
-func xFixed(s string) kind {
-	switch len(s) {
-	case len("used"):
-		if equalLower(s, "used") {
-			return kindXUsed
-		}
-	case len("limit"):
-		switch {
-		case equalLower(s, "limit"):
-			return kindXLimit
-		case equalLower(s, "reset"):
-			return kindXReset
-		case equalLower(s, "scope"):
-			return kindXScope
-		}
-	case len("bucket"):
-		if equalLower(s, "bucket") {
-			return kindXBucket
-		}
-	case len("resource"):
-		switch {
-		case equalLower(s, "resource"):
-			return kindXResource
-		case equalLower(s, "fillrate"):
-			return kindXFillRate
-		}
-	case len("remaining"):
-		if equalLower(s, "remaining") {
-			return kindXRemaining
-		}
-	case len("reset-after"):
-		if equalLower(s, "reset-after") {
-			return kindXResetAfter
-		}
-	case len("interval-seconds"):
-		if equalLower(s, "interval-seconds") {
-			return kindXInterval
-		}
-	}
-	return kindNone
+// xFields are the fixed names of the X-RateLimit-* family, after the
+// prefix.
+var xFields = [...]struct {
+	field string
+	kind  kind
+}{
+	{"limit", kindXLimit},
+	{"remaining", kindXRemaining},
+	{"reset", kindXReset},
+	{"reset-after", kindXResetAfter},
+	{"used", kindXUsed},
+	{"resource", kindXResource},
+	{"bucket", kindXBucket},
+	{"scope", kindXScope},
+	{"interval-seconds", kindXInterval},
+	{"fillrate", kindXFillRate},
 }
+
+// xLengths has bit n set when an xFields name is n bytes long: most names
+// that are none of them skip the loop.
+var xLengths = func() (m uint64) {
+	for _, f := range xFields {
+		m |= 1 << len(f.field)
+	}
+	return m
+}()
 
 // namedParts are the fields of a named quota, as header names spell them.
 var namedParts = [...]struct {
