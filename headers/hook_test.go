@@ -41,6 +41,7 @@ func TestParseInto(t *testing.T) {
 		}
 		allocs := testing.AllocsPerRun(100, func() { got = parseInto(buf, c.h, now) })
 		assert.Zero(t, allocs, "%s: parseInto allocates", c.name)
+		assert.Equal(t, want, parseInto(nil, c.h, now), "%s: a nil dst is appended to", c.name)
 	}
 }
 
