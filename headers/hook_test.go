@@ -216,26 +216,53 @@ func TestReach(t *testing.T) {
 	}
 }
 
-// TestParseGoDuration: refusing early the bytes no duration has changes
-// no answer of time.ParseDuration's.
+// goDuration is what parseGoDuration answers, by its definition:
+// time.ParseDuration's reading of a string that starts with a digit or a
+// dot and ends with a letter, if it is within [0, maxAhead].
+func goDuration(s string) (time.Duration, bool) {
+	if s == "" || !(isDigit(s[0]) || s[0] == '.') || !isAlpha(s[len(s)-1]) {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > maxAhead {
+		return 0, false
+	}
+	return d, true
+}
+
+// goDurations are durations in the forms parseGoDuration reads quickly,
+// around their bounds, and others.
+var goDurations = []string{
+	"6m0s", "1h2m3.5s", "20ms", "1µs", "1μs", "3us", "7ns", ".5s", "1.s", "8784h", "8785h",
+	"2024-01-02T15:04:06Z", "1mm", "1x", "1h-", "1S", "1H", "5 s", "1e3s", "1s ", "0x1s",
+	"0s", "0ms", "2s", "120ms", "007ms", "1.0s", "1.5s", "1.5ms", "ms", "s", "m", "1m", "1h",
+	"31622400s", "31622401s", "31622400000ms", "31622400001ms", "999999999999999999s",
+	"9223372036854775807ms", "9999999999999999999s", "18446744073709551616s", "1234567890123456789ms", "-1s", "+1s",
+}
+
+// TestParseGoDuration: parseGoDuration's shortcuts (whole seconds and
+// milliseconds; refusing early the bytes no duration has) change no
+// answer.
 func TestParseGoDuration(t *testing.T) {
-	inputs := append([]string{
-		"6m0s", "1h2m3.5s", "20ms", "1µs", "1μs", "3us", "7ns", ".5s", "1.s", "8784h", "8785h",
-		"2024-01-02T15:04:06Z", "1mm", "1x", "1h-", "1S", "1H", "5 s", "1e3s", "1s ", "0x1s",
-	}, fuzzValues...)
-	for _, s := range inputs {
-		want, wantOK := time.Duration(0), false
-		if s != "" && (isDigit(s[0]) || s[0] == '.') && isAlpha(s[len(s)-1]) {
-			d, err := time.ParseDuration(s)
-			want, wantOK = d, err == nil && d >= 0 && d <= maxAhead
-			if !wantOK {
-				want = 0
-			}
-		}
+	for _, s := range append(goDurations, fuzzValues...) {
+		want, wantOK := goDuration(s)
 		got, ok := parseGoDuration(s)
 		assert.Equal(t, wantOK, ok, "%q", s)
 		assert.Equal(t, want, got, "%q", s)
 	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { parseGoDuration("120ms") }))
+}
+
+func FuzzParseGoDuration(f *testing.F) {
+	for _, s := range goDurations {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, wantOK := goDuration(s)
+		if got, ok := parseGoDuration(s); got != want || ok != wantOK {
+			t.Fatalf("%q: got %v, %v; want %v, %v", s, got, ok, want, wantOK)
+		}
+	})
 }
 
 // TestParseSpellingsInKeyOrder: the lines of a field spelt three ways come

@@ -301,6 +301,9 @@ func parseGoDuration(s string) (time.Duration, bool) {
 	if s == "" || !(isDigit(s[0]) || s[0] == '.') || !isAlpha(s[len(s)-1]) {
 		return 0, false
 	}
+	if d, ok, sure := wholeSecondsOrMillis(s); sure {
+		return d, ok
+	}
 	// Refuse at once what time.ParseDuration would refuse because of a
 	// byte no duration has (an RFC 3339 time's '-' and ':'): its error
 	// costs two allocations. Bytes from 0x80 up may be µ or μ.
@@ -317,6 +320,29 @@ func parseGoDuration(s string) (time.Duration, bool) {
 		return 0, false
 	}
 	return d, true
+}
+
+// wholeSecondsOrMillis reads the forms OpenAI sends most, a whole number
+// of seconds or milliseconds ("2s", "120ms"), as time.ParseDuration would
+// and then parseGoDuration's bounds: d and ok are its answer when sure is
+// true. It is not sure of anything else.
+func wholeSecondsOrMillis(s string) (d time.Duration, ok, sure bool) {
+	n, unit := len(s)-1, time.Second
+	if len(s) >= 2 && s[n] == 's' && s[n-1] == 'm' {
+		n, unit = n-1, time.Millisecond
+	}
+	if s[len(s)-1] != 's' || n == 0 || n > 18 { // 18 digits cannot overflow
+		return 0, false, false
+	}
+	var v int64
+	for i := range n {
+		if !isDigit(s[i]) {
+			return 0, false, false
+		}
+		v = v*10 + int64(s[i]-'0')
+	}
+	d, ok = scaled(v, 0, unit)
+	return d, ok, true
 }
 
 // rfc822Zones are the North American zones RFC 822 allows in a date. Go
