@@ -288,3 +288,43 @@ func TestParseSpellingsInKeyOrder(t *testing.T) {
 		require.Equal(t, want, Parse(h, now).Quotas)
 	}
 }
+
+// TestPositionalSingle holds the shortcut for one line per field
+// (positional.single) to the general path (appendRows) on every value of
+// the fuzz corpus in each field, alone and with a second field, and checks
+// that the shortcut is taken for most of them.
+func TestPositionalSingle(t *testing.T) {
+	fields := func(p *positional) []*[]string {
+		return []*[]string{
+			&p.limit, &p.policy, &p.remaining, &p.reset, &p.resetAfter, &p.resetTime,
+			&p.used, &p.name, &p.interval, &p.fillRate,
+		}
+	}
+	values := append([]string{" 5000 ", "1704211200", "core", "0;w=60", "42;w=60", "Tue, 02 Jan 2024 15:00:30 GMT"}, fuzzValues...)
+	var ps []positional
+	for i := range fields(&positional{}) {
+		for _, v := range values {
+			var p positional
+			*fields(&p)[i] = []string{v}
+			ps = append(ps, p)
+			for j := range fields(&p) {
+				if j != i {
+					q := p
+					*fields(&q)[j] = []string{"42"}
+					ps = append(ps, q)
+				}
+			}
+		}
+	}
+	taken := 0
+	for _, p := range ps {
+		if _, ok := p.single(); ok {
+			taken++
+		}
+		want := appendRows(nil, &p, now)
+		if got := appendPositional(nil, &p, now); !assert.Equal(t, want, got, "%+v", p) {
+			return
+		}
+	}
+	assert.Greater(t, taken, len(ps)/2, "the shortcut was taken for %d of %d", taken, len(ps))
+}

@@ -573,46 +573,104 @@ func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
 		p.resetAfter == nil && p.resetTime == nil && p.used == nil {
 		return qs
 	}
+	if r, ok := p.single(); ok {
+		return appendRow(qs, &r, now)
+	}
+	return appendRows(qs, p, now)
+}
+
+// appendRows is appendPositional for any p: it walks the lists of every
+// field, pairing their members by position.
+func appendRows(qs []Quota, p *positional, now time.Time) []Quota {
 	var limits [2]limitMember
 	ls := parseLimits(limits[:0], p.limit, p.policy)
 	rem, rst, ra := members{lines: p.remaining}, members{lines: p.reset}, members{lines: p.resetAfter}
 	rt, used, nm := members{lines: p.resetTime}, members{lines: p.used}, members{lines: p.name}
 	iv, fr := members{lines: p.interval}, members{lines: p.fillRate}
 	for i := 0; ; i++ {
-		remaining, reset, resetAfter, resetTime, u := rem.next(), rst.next(), ra.next(), rt.next(), used.next()
-		if i >= len(ls) && remaining == "" && reset == "" && resetAfter == "" && resetTime == "" && u == "" {
+		r := row{
+			limit:     limitMember{limit: -1},
+			remaining: rem.next(), reset: rst.next(), resetAfter: ra.next(), resetTime: rt.next(), used: used.next(),
+		}
+		if i >= len(ls) && r.remaining == "" && r.reset == "" && r.resetAfter == "" && r.resetTime == "" && r.used == "" {
 			return qs
 		}
-		name, interval, fillRate := nm.next(), iv.next(), fr.next()
-
-		// Docker Hub puts the window on the remaining count too:
-		// "ratelimit-remaining: 76;w=21600".
-		r, params, _ := strings.Cut(remaining, ";")
-		q := Quota{Name: name, Limit: -1, Remaining: parseCount(r)}
 		if i < len(ls) {
-			q.Limit, q.Window = ls[i].limit, ls[i].window
+			r.limit = ls[i]
 		}
-		if q.Window == 0 {
-			q.Window = windowParam(params)
-		}
-		if u := parseCount(u); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
-			q.Remaining = max(q.Limit-u, 0)
-		}
-		// Reset-After is relative, so immune to clock skew: prefer it.
-		if d, ok := parseSeconds(resetAfter); ok {
-			q.Reset = now.Add(d)
-		} else if t, ok := parseReset(reset, now); ok {
-			q.Reset = t
-		} else if t, ok := parseReset(resetTime, now); ok {
-			q.Reset = t
-		}
-		if q.Window == 0 {
-			q.Window = refillWindow(q.Limit, interval, fillRate)
-		}
-		if q.known() {
-			qs = append(qs, q)
+		r.name, r.interval, r.fillRate = nm.next(), iv.next(), fr.next()
+		qs = appendRow(qs, &r, now)
+	}
+}
+
+// row is one position of a positional family: the limit member (limit -1
+// when there is none) and the members of the other fields, "" where a
+// field has none.
+type row struct {
+	limit                                   limitMember
+	remaining, reset, resetAfter, resetTime string
+	used, name, interval, fillRate          string
+}
+
+// single returns p's only row when no field has more than one line or a
+// comma, and the limit has no parameters and no policy to look up: what
+// most responses send, read without walking lists.
+func (p *positional) single() (r row, ok bool) {
+	if p.policy != nil {
+		return r, false
+	}
+	var lim string
+	for _, f := range [...]struct {
+		lines []string
+		dst   *string
+	}{
+		{p.limit, &lim}, {p.remaining, &r.remaining}, {p.reset, &r.reset},
+		{p.resetAfter, &r.resetAfter}, {p.resetTime, &r.resetTime}, {p.used, &r.used},
+		{p.name, &r.name}, {p.interval, &r.interval}, {p.fillRate, &r.fillRate},
+	} {
+		switch {
+		case len(f.lines) == 0:
+		case len(f.lines) == 1 && strings.IndexByte(f.lines[0], ',') < 0:
+			*f.dst = trim(f.lines[0])
+		default:
+			return r, false
 		}
 	}
+	if strings.IndexByte(lim, ';') >= 0 {
+		return r, false
+	}
+	r.limit = limitMember{limit: parseCount(lim)}
+	return r, true
+}
+
+// appendRow appends the quota of one row of a positional family to qs,
+// if it says anything.
+func appendRow(qs []Quota, r *row, now time.Time) []Quota {
+	// Docker Hub puts the window on the remaining count too:
+	// "ratelimit-remaining: 76;w=21600".
+	rem, params, _ := strings.Cut(r.remaining, ";")
+	q := Quota{Name: r.name, Limit: r.limit.limit, Remaining: parseCount(rem), Window: r.limit.window}
+	if q.Window == 0 {
+		q.Window = windowParam(params)
+	}
+	if u := parseCount(r.used); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
+		q.Remaining = max(q.Limit-u, 0)
+	}
+	// Reset-After is relative, so immune to clock skew: prefer it.
+	if d, ok := parseSeconds(r.resetAfter); ok {
+		q.Reset = now.Add(d)
+	} else if t, ok := parseReset(r.reset, now); ok {
+		q.Reset = t
+	} else if t, ok := parseReset(r.resetTime, now); ok {
+		q.Reset = t
+	}
+	if q.Window == 0 {
+		q.Window = refillWindow(q.Limit, r.interval, r.fillRate)
+	}
+	if q.known() {
+		qs = append(qs, q)
+	}
+	return qs
 }
 
 // refillWindow turns Jira's token bucket (FillRate tokens every interval
