@@ -2,6 +2,7 @@ package headers
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -289,42 +290,62 @@ func TestParseSpellingsInKeyOrder(t *testing.T) {
 	}
 }
 
-// TestPositionalSingle holds the shortcut for one line per field
-// (positional.single) to the general path (appendRows) on every value of
-// the fuzz corpus in each field, alone and with a second field, and checks
-// that the shortcut is taken for most of them.
-func TestPositionalSingle(t *testing.T) {
-	fields := func(p *positional) []*[]string {
-		return []*[]string{
-			&p.limit, &p.policy, &p.remaining, &p.reset, &p.resetAfter, &p.resetTime,
-			&p.used, &p.name, &p.interval, &p.fillRate,
-		}
-	}
-	values := append([]string{" 5000 ", "1704211200", "core", "0;w=60", "42;w=60", "Tue, 02 Jan 2024 15:00:30 GMT"}, fuzzValues...)
-	var ps []positional
-	for i := range fields(&positional{}) {
+// shortcutCases returns lines for n fields: every value of the fuzz corpus
+// (and a few more) in each field, alone and with "42" in another field.
+func shortcutCases(n int) [][][]string {
+	values := append([]string{" ", " 5000 ", "1704211200", "core", "0;w=60", "42;w=60", "120ms",
+		"Tue, 02 Jan 2024 15:00:30 GMT", "Microsoft.Compute/HighCostGet3Min;159"}, fuzzValues...)
+	var cases [][][]string
+	for i := range n {
 		for _, v := range values {
-			var p positional
-			*fields(&p)[i] = []string{v}
-			ps = append(ps, p)
-			for j := range fields(&p) {
+			c := make([][]string, n)
+			c[i] = []string{v}
+			cases = append(cases, c)
+			for j := range n {
 				if j != i {
-					q := p
-					*fields(&q)[j] = []string{"42"}
-					ps = append(ps, q)
+					c2 := slices.Clone(c)
+					c2[j] = []string{"42"}
+					cases = append(cases, c2)
 				}
 			}
 		}
 	}
-	taken := 0
-	for _, p := range ps {
-		if _, ok := p.single(); ok {
+	return cases
+}
+
+// TestShortcuts holds the shortcuts for one line per field
+// (positional.single, named.single) to the general paths (appendRows,
+// appendNamedRows) on shortcutCases, and checks that each is taken for
+// most of them.
+func TestShortcuts(t *testing.T) {
+	shortcut(t, "positional", 10, func(c [][]string) (bool, []Quota, []Quota) {
+		p := positional{c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]}
+		_, taken := p.single()
+		return taken, appendRows(nil, &p, now), appendPositional(nil, &p, now)
+	})
+	for _, fam := range []family{famX, famAnthropic, famAzure, famAI, famHubSpot} {
+		for _, name := range []string{"requests", "minute", "daily", "resource"} {
+			shortcut(t, name, 4, func(c [][]string) (bool, []Quota, []Quota) {
+				g := named{fam: fam, name: name, fields: [4][]string{c[0], c[1], c[2], c[3]}}
+				_, taken := g.single()
+				return taken, appendNamedRows(nil, &g, now), appendNamed(nil, &g, now)
+			})
+		}
+	}
+}
+
+// shortcut runs parse, which says whether its shortcut was taken and what
+// the general path and the shortcut gave, on the shortcutCases of n fields.
+func shortcut(t *testing.T, what string, n int, parse func([][]string) (bool, []Quota, []Quota)) {
+	cases, taken := shortcutCases(n), 0
+	for _, c := range cases {
+		ok, want, got := parse(c)
+		if ok {
 			taken++
 		}
-		want := appendRows(nil, &p, now)
-		if got := appendPositional(nil, &p, now); !assert.Equal(t, want, got, "%+v", p) {
+		if !assert.Equal(t, want, got, "%s: %q", what, c) {
 			return
 		}
 	}
-	assert.Greater(t, taken, len(ps)/2, "the shortcut was taken for %d of %d", taken, len(ps))
+	assert.Greater(t, taken, len(cases)/2, "%s: the shortcut was taken for %d of %d", what, taken, len(cases))
 }

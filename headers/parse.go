@@ -628,11 +628,7 @@ func (p *positional) single() (r row, ok bool) {
 		{p.resetAfter, &r.resetAfter}, {p.resetTime, &r.resetTime}, {p.used, &r.used},
 		{p.name, &r.name}, {p.interval, &r.interval}, {p.fillRate, &r.fillRate},
 	} {
-		switch {
-		case len(f.lines) == 0:
-		case len(f.lines) == 1 && strings.IndexByte(f.lines[0], ',') < 0:
-			*f.dst = trim(f.lines[0])
-		default:
+		if *f.dst, ok = onlyMember(f.lines); !ok {
 			return r, false
 		}
 	}
@@ -641,6 +637,19 @@ func (p *positional) single() (r row, ok bool) {
 	}
 	r.limit = limitMember{limit: parseCount(lim)}
 	return r, true
+}
+
+// onlyMember returns the member of lines, trimmed ("" when it has none),
+// when lines is at most one line without a comma: no list to walk. ok is
+// false otherwise.
+func onlyMember(lines []string) (m string, ok bool) {
+	switch {
+	case len(lines) == 0:
+		return "", true
+	case len(lines) == 1 && strings.IndexByte(lines[0], ',') < 0:
+		return trim(lines[0]), true
+	}
+	return "", false
 }
 
 // appendRow appends the quota of one row of a positional family to qs,
@@ -767,36 +776,73 @@ func windowParam(params string) time.Duration {
 // appendNamed appends the quotas of one named family member, such as
 // OpenAI's "requests" or an Azure Resource Manager counter.
 func appendNamed(qs []Quota, g *named, now time.Time) []Quota {
-	lim, rem := members{lines: g.fields[0]}, members{lines: g.fields[1]}
-	rst, win := members{lines: g.fields[2]}, members{lines: g.fields[3]}
-	unit, window := nameUnit(g.fam, g.name), time.Duration(0)
-	if g.fam == famX || g.fam == famHubSpot {
-		window = nameWindow(g.name)
+	if r, ok := g.single(); ok {
+		return appendNamedRow(qs, g, &r, now)
+	}
+	return appendNamedRows(qs, g, now)
+}
+
+// namedRow is one position of a named family member: the members of its
+// limit, remaining, reset and window fields, "" where a field has none.
+type namedRow [4]string
+
+// single returns g's only row when no field has more than one line or a
+// comma, and one of limit, remaining and reset says something: what most
+// responses send, read without walking lists.
+func (g *named) single() (r namedRow, ok bool) {
+	for i, lines := range g.fields {
+		if r[i], ok = onlyMember(lines); !ok {
+			return r, false
+		}
+	}
+	return r, r[0] != "" || r[1] != "" || r[2] != ""
+}
+
+// appendNamedRows is appendNamed for any g: it walks the lists of every
+// field, pairing their members by position.
+func appendNamedRows(qs []Quota, g *named, now time.Time) []Quota {
+	var ls [4]members
+	for i, lines := range g.fields {
+		ls[i].lines = lines
 	}
 	for {
-		l, r, reset := lim.next(), rem.next(), rst.next()
-		if l == "" && r == "" && reset == "" {
+		r := namedRow{ls[0].next(), ls[1].next(), ls[2].next()}
+		if r[0] == "" && r[1] == "" && r[2] == "" {
 			return qs
 		}
-		w := win.next()
-		q := Quota{Name: g.name, Limit: parseCount(l), Remaining: -1, Window: window, Unit: unit}
-		// HubSpot's daily limit resets at midnight in the account's time
-		// zone, which the response does not say: no Reset.
-		if d, ok := parseMillis(w); ok && d > 0 && g.fam == famHubSpot {
+		r[3] = ls[3].next()
+		qs = appendNamedRow(qs, g, &r, now)
+	}
+}
+
+// appendNamedRow appends the quota of one row of g to qs, if it says
+// anything.
+func appendNamedRow(qs []Quota, g *named, r *namedRow, now time.Time) []Quota {
+	q := Quota{Name: g.name, Limit: parseCount(r[0]), Remaining: -1, Unit: nameUnit(g.fam, g.name)}
+	switch g.fam {
+	case famX:
+		q.Window = nameWindow(g.name)
+	case famHubSpot:
+		// The daily limit resets at midnight in the account's time zone,
+		// which the response does not say: no Reset.
+		q.Window = nameWindow(g.name)
+		if d, ok := parseMillis(r[3]); ok && d > 0 {
 			q.Window = d
 		}
-		// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
-		if name, count, ok := strings.Cut(r, ";"); ok && g.fam == famAzure {
-			q.Name, r = trim(name), count
-		}
-		q.Remaining = parseCount(r)
-		if t, ok := parseReset(reset, now); ok {
-			q.Reset = t
-		}
-		if q.known() {
-			qs = append(qs, q)
-		}
 	}
+	rem := r[1]
+	// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
+	if name, count, ok := strings.Cut(rem, ";"); ok && g.fam == famAzure {
+		q.Name, rem = trim(name), count
+	}
+	q.Remaining = parseCount(rem)
+	if t, ok := parseReset(r[2], now); ok {
+		q.Reset = t
+	}
+	if q.known() {
+		qs = append(qs, q)
+	}
+	return qs
 }
 
 // nameWindow returns the window a quota named after it implies, as Kong
