@@ -615,38 +615,43 @@ type row struct {
 // single returns p's only row when no field has more than one line or a
 // comma, and the limit has no parameters and no policy to look up: what
 // most responses send, read without walking lists.
-func (p *positional) single() (r row, ok bool) {
+func (p *positional) single() (row, bool) {
 	if p.policy != nil {
-		return r, false
+		return row{}, false
 	}
-	var lim string
-	for _, f := range [...]struct {
-		lines []string
-		dst   *string
-	}{
-		{p.limit, &lim}, {p.remaining, &r.remaining}, {p.reset, &r.reset},
-		{p.resetAfter, &r.resetAfter}, {p.resetTime, &r.resetTime}, {p.used, &r.used},
-		{p.name, &r.name}, {p.interval, &r.interval}, {p.fillRate, &r.fillRate},
+	var m [9]string
+	for i, lines := range [...][]string{
+		p.limit, p.remaining, p.reset, p.resetAfter, p.resetTime, p.used, p.name, p.interval, p.fillRate,
 	} {
-		if *f.dst, ok = onlyMember(f.lines); !ok {
-			return r, false
+		var ok bool
+		if m[i], ok = onlyMember(lines); !ok {
+			return row{}, false
 		}
 	}
-	if strings.IndexByte(lim, ';') >= 0 {
-		return r, false
+	if strings.IndexByte(m[0], ';') >= 0 {
+		return row{}, false
 	}
-	r.limit = limitMember{limit: parseCount(lim)}
-	return r, true
+	return row{
+		limit:     limitMember{limit: parseCount(m[0])},
+		remaining: m[1], reset: m[2], resetAfter: m[3], resetTime: m[4],
+		used: m[5], name: m[6], interval: m[7], fillRate: m[8],
+	}, true
 }
 
 // onlyMember returns the member of lines, trimmed ("" when it has none),
 // when lines is at most one line without a comma: no list to walk. ok is
-// false otherwise.
+// false otherwise. It inlines, so that a field that is absent costs no
+// call.
 func onlyMember(lines []string) (m string, ok bool) {
-	switch {
-	case len(lines) == 0:
+	if len(lines) == 0 {
 		return "", true
-	case len(lines) == 1 && strings.IndexByte(lines[0], ',') < 0:
+	}
+	return oneLine(lines)
+}
+
+// oneLine is onlyMember for a field that is present.
+func oneLine(lines []string) (m string, ok bool) {
+	if len(lines) == 1 && strings.IndexByte(lines[0], ',') < 0 {
 		return trim(lines[0]), true
 	}
 	return "", false
