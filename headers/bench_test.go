@@ -8,9 +8,16 @@ import (
 	"github.com/throttlekit/throttle/limiters"
 )
 
-// BenchmarkParse parses the header of one response: one that says nothing
-// of rate limits (most responses), and GitHub's, OpenAI's and Anthropic's.
-func BenchmarkParse(b *testing.B) {
+// fixture is the header of one response and how many quotas it holds.
+type fixture struct {
+	name   string
+	h      http.Header
+	quotas int
+}
+
+// fixtures are headers of real responses: one that says nothing of rate
+// limits (most responses), and GitHub's, OpenAI's and Anthropic's.
+func fixtures() []fixture {
 	plain := http.Header{}
 	plain.Set("Content-Type", "application/json; charset=utf-8")
 	plain.Set("Cache-Control", "private, max-age=60, s-maxage=60")
@@ -47,12 +54,12 @@ func BenchmarkParse(b *testing.B) {
 		anthropic.Set("Anthropic-Ratelimit-"+q+"-Remaining", "49000")
 		anthropic.Set("Anthropic-Ratelimit-"+q+"-Reset", "2024-01-02T15:04:06Z")
 	}
+	return []fixture{{"plain", plain, 0}, {"github", github, 1}, {"openai", openai, 2}, {"anthropic", anthropic, 4}}
+}
 
-	for _, bc := range []struct {
-		name   string
-		h      http.Header
-		quotas int
-	}{{"plain", plain, 0}, {"github", github, 1}, {"openai", openai, 2}, {"anthropic", anthropic, 4}} {
+// BenchmarkParse parses the headers of the fixtures.
+func BenchmarkParse(b *testing.B) {
+	for _, bc := range fixtures() {
 		b.Run(bc.name, func(b *testing.B) {
 			if q := Parse(bc.h, now).Quotas; len(q) != bc.quotas {
 				b.Fatalf("fixture not parsed: %+v", q)

@@ -1,7 +1,7 @@
 package headers
 
 import (
-	"cmp"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -116,62 +116,85 @@ const (
 
 // classify says which field the header named k is, ignoring case. For the
 // named kinds it also returns the family and the name as written in k.
+// Most fields of a response are not about rate limits: the switches on
+// single bytes turn them away before any name is compared in full.
 func classify(k string) (kind, family, string) {
-	if k == "" {
+	if len(k) < len("Age") {
 		return kindNone, 0, ""
 	}
 	switch k[0] | 0x20 {
 	case 'r':
+		if k[1]|0x20 == 'e' {
+			switch {
+			case equalLower(k, "retry-after"):
+				return kindRetryAfter, 0, ""
+			case equalLower(k, "retry-after-ms"):
+				return kindRetryAfterMs, 0, ""
+			}
+			break
+		}
 		switch {
-		case equalFold(k, "Retry-After"):
-			return kindRetryAfter, 0, ""
-		case equalFold(k, "Retry-After-Ms"):
-			return kindRetryAfterMs, 0, ""
-		case equalFold(k, "RateLimit"):
+		case equalLower(k, "ratelimit"):
 			return kindRateLimit, 0, ""
-		case hasPrefixFold(k, "RateLimit-"):
+		case hasPrefixLower(k, "ratelimit-"):
 			return draftField(k[len("RateLimit-"):]), 0, ""
 		}
 	case 'x':
-		switch {
-		case hasPrefixFold(k, "X-RateLimit-"):
-			return xField(k[len("X-RateLimit-"):])
-		case hasPrefixFold(k, "X-Rate-Limit-"):
-			return xField(k[len("X-Rate-Limit-"):])
-		case equalFold(k, "X-Ms-Retry-After-Ms"):
-			return kindRetryAfterMs, 0, ""
-		case hasPrefixFold(k, "X-Ms-RateLimit-Remaining-") && len(k) > len("X-Ms-RateLimit-Remaining-"):
-			return kindNamedRemaining, famAzure, k[len("X-Ms-RateLimit-Remaining-"):]
-		case equalFold(k, "X-Shopify-Shop-Api-Call-Limit"):
-			return kindShopify, 0, ""
-		case hasPrefixFold(k, "X-AI-RateLimit-"):
-			return prefixed(k[len("X-AI-RateLimit-"):], famAI)
-		case hasPrefixFold(k, "X-HubSpot-RateLimit-"):
-			return hubSpotField(k[len("X-HubSpot-RateLimit-"):])
+		if k[1] == '-' {
+			return xPrefixed(k)
 		}
 	case 's':
-		if equalFold(k, "Sforce-Limit-Info") {
+		if equalLower(k, "sforce-limit-info") {
 			return kindSalesforce, 0, ""
 		}
 	case 'a':
-		if equalFold(k, "Age") {
+		if equalLower(k, "age") {
 			return kindAge, 0, ""
 		}
-		if hasPrefixFold(k, "Anthropic-RateLimit-") {
+		if hasPrefixLower(k, "anthropic-ratelimit-") {
+			// anthropic-ratelimit-<name>-<field>: no field has a dash.
 			rest := k[len("Anthropic-RateLimit-"):]
-			i := strings.LastIndexByte(rest, '-')
-			if i <= 0 {
-				break
-			}
-			name, field := rest[:i], rest[i+1:]
 			switch {
-			case equalFold(field, "limit"):
-				return kindNamedLimit, famAnthropic, name
-			case equalFold(field, "remaining"):
-				return kindNamedRemaining, famAnthropic, name
-			case equalFold(field, "reset"):
-				return kindNamedReset, famAnthropic, name
+			case hasSuffixLower(rest, "-limit"):
+				return kindNamedLimit, famAnthropic, rest[:len(rest)-len("-limit")]
+			case hasSuffixLower(rest, "-remaining"):
+				return kindNamedRemaining, famAnthropic, rest[:len(rest)-len("-remaining")]
+			case hasSuffixLower(rest, "-reset"):
+				return kindNamedReset, famAnthropic, rest[:len(rest)-len("-reset")]
 			}
+		}
+	}
+	return kindNone, 0, ""
+}
+
+// xPrefixed classifies a name that starts with "X-".
+func xPrefixed(k string) (kind, family, string) {
+	switch k[2] | 0x20 {
+	case 'r':
+		switch {
+		case hasPrefixLower(k, "x-ratelimit-"):
+			return xField(k[len("X-RateLimit-"):])
+		case hasPrefixLower(k, "x-rate-limit-"):
+			return xField(k[len("X-Rate-Limit-"):])
+		}
+	case 'm':
+		switch {
+		case equalLower(k, "x-ms-retry-after-ms"):
+			return kindRetryAfterMs, 0, ""
+		case hasPrefixLower(k, "x-ms-ratelimit-remaining-") && len(k) > len("X-Ms-RateLimit-Remaining-"):
+			return kindNamedRemaining, famAzure, k[len("X-Ms-RateLimit-Remaining-"):]
+		}
+	case 's':
+		if equalLower(k, "x-shopify-shop-api-call-limit") {
+			return kindShopify, 0, ""
+		}
+	case 'a':
+		if hasPrefixLower(k, "x-ai-ratelimit-") {
+			return prefixed(k[len("X-AI-RateLimit-"):], famAI)
+		}
+	case 'h':
+		if hasPrefixLower(k, "x-hubspot-ratelimit-") {
+			return hubSpotField(k[len("X-HubSpot-RateLimit-"):])
 		}
 	}
 	return kindNone, 0, ""
@@ -180,19 +203,19 @@ func classify(k string) (kind, family, string) {
 // draftField classifies the part of a RateLimit-* name after the dash.
 func draftField(s string) kind {
 	switch {
-	case equalFold(s, "Policy"):
+	case equalLower(s, "policy"):
 		return kindPolicy
-	case equalFold(s, "Limit"):
+	case equalLower(s, "limit"):
 		return kindDraftLimit
-	case equalFold(s, "Remaining"):
+	case equalLower(s, "remaining"):
 		return kindDraftRemaining
-	case equalFold(s, "Reset"):
+	case equalLower(s, "reset"):
 		return kindDraftReset
-	case equalFold(s, "ResetTime"):
+	case equalLower(s, "resettime"):
 		return kindDraftResetTime
-	case equalFold(s, "Observed"):
+	case equalLower(s, "observed"):
 		return kindDraftObserved
-	case equalFold(s, "Name"):
+	case equalLower(s, "name"):
 		return kindDraftName
 	}
 	return kindNone
@@ -200,59 +223,84 @@ func draftField(s string) kind {
 
 // xField classifies the part of an X-RateLimit-* name after the prefix.
 func xField(s string) (kind, family, string) {
-	switch {
-	case equalFold(s, "Limit"):
-		return kindXLimit, 0, ""
-	case equalFold(s, "Remaining"):
-		return kindXRemaining, 0, ""
-	case equalFold(s, "Reset"):
-		return kindXReset, 0, ""
-	case equalFold(s, "Reset-After"):
-		return kindXResetAfter, 0, ""
-	case equalFold(s, "Used"):
-		return kindXUsed, 0, ""
-	case equalFold(s, "Resource"):
-		return kindXResource, 0, ""
-	case equalFold(s, "Bucket"):
-		return kindXBucket, 0, ""
-	case equalFold(s, "Scope"):
-		return kindXScope, 0, ""
-	case equalFold(s, "Interval-Seconds"):
-		return kindXInterval, 0, ""
-	case equalFold(s, "FillRate"):
-		return kindXFillRate, 0, ""
+	if len(s) < 64 && xLengths&(1<<len(s)) != 0 {
+		for _, f := range xFields {
+			if equalLower(s, f.field) {
+				return f.kind, 0, ""
+			}
+		}
 	}
 	if kd, fam, name := prefixed(s, famX); kd != kindNone {
 		return kd, fam, name
 	}
 	// Linear: X-RateLimit-Requests-Limit, X-RateLimit-Complexity-Reset.
 	for _, p := range namedParts {
-		if n := len(s) - len(p.part) - 1; n > 0 && s[n] == '-' && equalFold(s[n+1:], p.part) {
+		if n := len(s) - len(p.part) - 1; n > 0 && s[n] == '-' && equalLower(s[n+1:], p.part) {
 			return p.kind, famX, s[:n]
 		}
 	}
 	return kindNone, 0, ""
 }
 
+// xFields are the fixed names of the X-RateLimit-* family, after the
+// prefix.
+var xFields = [...]struct {
+	field string
+	kind  kind
+}{
+	{"limit", kindXLimit},
+	{"remaining", kindXRemaining},
+	{"reset", kindXReset},
+	{"reset-after", kindXResetAfter},
+	{"used", kindXUsed},
+	{"resource", kindXResource},
+	{"bucket", kindXBucket},
+	{"scope", kindXScope},
+	{"interval-seconds", kindXInterval},
+	{"fillrate", kindXFillRate},
+}
+
+// xLengths has bit n set when an xFields name is n bytes long: most names
+// that are none of them skip the loop.
+var xLengths = func() (m uint64) {
+	for _, f := range xFields {
+		m |= 1 << len(f.field)
+	}
+	return m
+}()
+
 // namedParts are the fields of a named quota, as header names spell them.
 var namedParts = [...]struct {
 	part string
 	kind kind
 }{
-	{"Limit", kindNamedLimit},
-	{"Remaining", kindNamedRemaining},
-	{"Reset", kindNamedReset},
+	{"limit", kindNamedLimit},
+	{"remaining", kindNamedRemaining},
+	{"reset", kindNamedReset},
 }
 
 // prefixed classifies "Limit-<name>", "Remaining-<name>" and
 // "Reset-<name>" as a named field of family fam.
 func prefixed(s string, fam family) (kind, family, string) {
-	for _, p := range namedParts {
-		if n := len(p.part); len(s) > n+1 && s[n] == '-' && equalFold(s[:n], p.part) {
-			return p.kind, fam, s[n+1:]
+	var (
+		kd kind
+		n  int
+	)
+	switch {
+	case s == "":
+	case s[0]|0x20 == 'l':
+		if hasPrefixLower(s, "limit-") {
+			kd, n = kindNamedLimit, len("limit-")
 		}
+	case hasPrefixLower(s, "remaining-"):
+		kd, n = kindNamedRemaining, len("remaining-")
+	case hasPrefixLower(s, "reset-"):
+		kd, n = kindNamedReset, len("reset-")
 	}
-	return kindNone, 0, ""
+	if kd == kindNone || len(s) == n {
+		return kindNone, 0, ""
+	}
+	return kd, fam, s[n:]
 }
 
 // hubSpotField classifies the part of an X-HubSpot-RateLimit-* name after
@@ -261,7 +309,7 @@ func prefixed(s string, fam family) (kind, family, string) {
 // are limits whose -Remaining says what is left.
 func hubSpotField(s string) (kind, family, string) {
 	for _, f := range hubSpotFields {
-		if equalFold(s, f.field) {
+		if equalLower(s, f.field) {
 			return f.kind, famHubSpot, f.name
 		}
 	}
@@ -273,37 +321,22 @@ var hubSpotFields = [...]struct {
 	kind  kind
 	name  string
 }{
-	{"Max", kindNamedLimit, "interval"},
-	{"Remaining", kindNamedRemaining, "interval"},
-	{"Interval-Milliseconds", kindNamedWindow, "interval"},
-	{"Daily", kindNamedLimit, "daily"},
-	{"Daily-Remaining", kindNamedRemaining, "daily"},
-	{"Secondly", kindNamedLimit, "secondly"},
-	{"Secondly-Remaining", kindNamedRemaining, "secondly"},
+	{"max", kindNamedLimit, "interval"},
+	{"remaining", kindNamedRemaining, "interval"},
+	{"interval-milliseconds", kindNamedWindow, "interval"},
+	{"daily", kindNamedLimit, "daily"},
+	{"daily-remaining", kindNamedRemaining, "daily"},
+	{"secondly", kindNamedLimit, "secondly"},
+	{"secondly-remaining", kindNamedRemaining, "secondly"},
 }
 
-// field holds the lines of one header, and the raw map key they came
-// under so that two spellings of one name merge in a fixed order.
-type field struct {
-	key  string
-	vals []string
-}
-
-// add records the lines vals found under key.
-func (f *field) add(key string, vals []string) {
-	if f.vals == nil {
-		f.key, f.vals = key, vals
-		return
+// addLines returns the lines of a field followed by vals, more lines of
+// it, without writing into either's backing array.
+func addLines(lines, vals []string) []string {
+	if lines == nil {
+		return vals
 	}
-	// The same name spelt twice (say, "X-RateLimit-Limit" set with Add and
-	// "x-ratelimit-limit" set directly): rare, so allocating is fine, but
-	// map order is random, so order the lines by key.
-	a, b := f.vals, vals
-	if key < f.key {
-		a, b = b, a
-		f.key = key
-	}
-	f.vals = append(append(make([]string, 0, len(a)+len(b)), a...), b...)
+	return append(lines[:len(lines):len(lines)], vals...)
 }
 
 // named gathers the fields of one named quota: limit, remaining, reset
@@ -311,7 +344,7 @@ func (f *field) add(key string, vals []string) {
 type named struct {
 	fam    family
 	name   string
-	fields [4]field
+	fields [4][]string // indexed by kind - kindNamedLimit
 }
 
 // commonNames are the names the named families use, so the usual case
@@ -325,28 +358,69 @@ var commonNames = [...]string{
 	"complexity", "endpoint-requests", "interval", "daily", "secondly",
 }
 
-// lowerName returns name in lower case, without allocating for the
-// common names.
+// lowerName returns name in lower case, without allocating for a name
+// that is lower-case ASCII already or one of the common names.
 func lowerName(name string) string {
+	lower := true
+	for i := 0; i < len(name) && lower; i++ {
+		c := name[i]
+		lower = c < 0x80 && (c < 'A' || c > 'Z')
+	}
+	if lower {
+		return name
+	}
 	for _, c := range commonNames {
-		if equalFold(name, c) {
+		if equalLower(name, c) {
 			return c
 		}
 	}
 	return strings.ToLower(name)
 }
 
-// addNamed records one named field in nd and returns nd.
-func addNamed(nd []named, fam family, name string, idx int, key string, vals []string) []named {
-	for i := range nd {
+// addNamed records the lines vals of one named field in nd, which it keeps
+// sorted by family and name, and returns nd. again says whether the name is
+// one nd has already, spelt another way, so that what nd holds depends on
+// the order the fields come in.
+func addNamed(nd []named, fam family, name string, idx int, vals []string) (_ []named, again bool) {
+	i := 0
+	for ; i < len(nd) && nd[i].fam <= fam; i++ {
 		if nd[i].fam == fam && equalFold(nd[i].name, name) {
-			nd[i].fields[idx].add(key, vals)
-			return nd
+			again = nd[i].fields[idx] != nil
+			nd[i].fields[idx] = addLines(nd[i].fields[idx], vals)
+			return nd, again
 		}
 	}
-	nd = append(nd, named{fam: fam, name: lowerName(name)})
-	nd[len(nd)-1].fields[idx].add(key, vals)
-	return nd
+	name = lowerName(name)
+	for i > 0 && nd[i-1].fam == fam && nd[i-1].name > name {
+		i--
+	}
+	// Names equal in lower case but not in ASCII case folding (non-ASCII
+	// letters) stay apart, in the order they come in.
+	again = i > 0 && nd[i-1].fam == fam && nd[i-1].name == name
+	nd = slices.Insert(nd, i, named{fam: fam, name: name})
+	nd[i].fields[idx] = vals
+	return nd, again
+}
+
+// gather files the lines vs of the field named k: in st if it has a fixed
+// name, in nd (returned) if it names a quota. found says whether it is a
+// rate-limit field; again whether k is another spelling of a name gathered
+// already, so that what is gathered depends on the order keys come in.
+func gather(st *[numStatic][]string, nd []named, k string, vs []string) (_ []named, found, again bool) {
+	if len(vs) == 0 {
+		return nd, false, false
+	}
+	kd, fam, name := classify(k)
+	switch {
+	case kd == kindNone:
+		return nd, false, false
+	case kd < numStatic:
+		again = st[kd] != nil
+		st[kd] = addLines(st[kd], vs)
+		return nd, kd != kindAge, again // Age is no rate-limit field on its own
+	}
+	nd, again = addNamed(nd, fam, name, int(kd-kindNamedLimit), vs)
+	return nd, true, again
 }
 
 // Parse reads the rate-limit fields of a response header. now is the time
@@ -361,43 +435,57 @@ func addNamed(nd []named, fam family, name string, idx int, key string, vals []s
 // Parse never fails: fields it does not know are skipped and values it
 // cannot read are left unknown.
 func Parse(h http.Header, now time.Time) Info {
+	return parse(nil, h, now)
+}
+
+// parseInto is Parse, appending the quotas to dst[:0] and returning that
+// slice in Info.Quotas (nil when there are none) instead of a slice of
+// their own: a dst with room for them all spares the allocation. Package
+// internal/hdrhook hands it to the Transport.
+func parseInto(dst []Quota, h http.Header, now time.Time) Info {
+	if dst == nil {
+		dst = []Quota{} // not parse's nil: append to it
+	}
+	return parse(dst, h, now)
+}
+
+// parse is parseInto, and Parse when dst is nil: then it gathers the
+// quotas on its stack and returns a copy of exactly their length.
+func parse(dst []Quota, h http.Header, now time.Time) Info {
 	var (
-		st   [numStatic]field
+		st   [numStatic][]string
 		nbuf [8]named
 	)
 	nd := nbuf[:0]
-	found := false
+	found, again := false, false
 	for k, vs := range h {
-		if len(vs) == 0 {
-			continue
-		}
-		kd, fam, name := classify(k)
-		switch {
-		case kd == kindNone:
-		case kd == kindAge:
-			st[kd].add(k, vs) // not a rate-limit field on its own
-		case kd < numStatic:
-			st[kd].add(k, vs)
-			found = true
-		default:
-			nd = addNamed(nd, fam, name, int(kd-kindNamedLimit), k, vs)
-			found = true
-		}
+		var f, a bool
+		nd, f, a = gather(&st, nd, k, vs)
+		found, again = found || f, again || a
 	}
 	if !found {
 		return Info{} // most responses: nothing about rate limits
 	}
+	if again {
+		// A field under two spellings (say, "X-RateLimit-Limit" set with
+		// Add and "x-ratelimit-limit" set directly): rare, so allocating
+		// is fine, but map order is random, so gather again in key order.
+		st, nd = [numStatic][]string{}, nbuf[:0]
+		for _, k := range slices.Sorted(maps.Keys(h)) {
+			nd, _, _ = gather(&st, nd, k, h[k])
+		}
+	}
 
 	var info Info
 	// The millisecond forms say the same as Retry-After, more precisely.
-	for _, v := range st[kindRetryAfterMs].vals {
+	for _, v := range st[kindRetryAfterMs] {
 		if d, ok := parseMillis(v); ok {
 			info.RetryAfter = max(info.RetryAfter, d)
 			info.HasRetryAfter = true
 		}
 	}
 	if !info.HasRetryAfter {
-		for _, v := range st[kindRetryAfter].vals {
+		for _, v := range st[kindRetryAfter] {
 			if d, ok := parseRetryAfter(v, now); ok {
 				info.RetryAfter = max(info.RetryAfter, d)
 				info.HasRetryAfter = true
@@ -405,53 +493,59 @@ func Parse(h http.Header, now time.Time) Info {
 		}
 	}
 
-	if cached(st[kindAge].vals) {
+	if cached(st[kindAge]) {
 		return info
 	}
-
-	var qbuf [8]Quota
-	qs := qbuf[:0]
-	qs = appendIETF(qs, st[kindPolicy].vals, st[kindRateLimit].vals, now)
-	qs = appendPositional(qs, &positional{
-		limit:     st[kindDraftLimit].vals,
-		policy:    st[kindPolicy].vals,
-		remaining: st[kindDraftRemaining].vals,
-		reset:     st[kindDraftReset].vals,
-		resetTime: st[kindDraftResetTime].vals,
-		used:      st[kindDraftObserved].vals,
-		name:      st[kindDraftName].vals,
-	}, now)
-	name := st[kindXResource].vals
-	if name == nil {
-		name = st[kindXBucket].vals
+	if dst != nil {
+		if qs := appendQuotas(dst[:0], &st, nd, now); len(qs) > 0 {
+			info.Quotas = qs
+		}
+		return info
 	}
-	if name == nil {
-		name = st[kindXScope].vals
-	}
-	qs = appendPositional(qs, &positional{
-		limit:      st[kindXLimit].vals,
-		remaining:  st[kindXRemaining].vals,
-		reset:      st[kindXReset].vals,
-		resetAfter: st[kindXResetAfter].vals,
-		used:       st[kindXUsed].vals,
-		name:       name,
-		interval:   st[kindXInterval].vals,
-		fillRate:   st[kindXFillRate].vals,
-	}, now)
-	slices.SortFunc(nd, func(a, b named) int {
-		return cmp.Or(cmp.Compare(a.fam, b.fam), strings.Compare(a.name, b.name))
-	})
-	for i := range nd {
-		qs = appendNamed(qs, &nd[i], now)
-	}
-	qs = appendShopify(qs, st[kindShopify].vals)
-	qs = appendSalesforce(qs, st[kindSalesforce].vals)
-
-	if len(qs) > 0 {
+	// Its own variable, so that buf stays on the stack: only a copy leaves.
+	var buf [8]Quota
+	if qs := appendQuotas(buf[:0], &st, nd, now); len(qs) > 0 {
 		info.Quotas = make([]Quota, len(qs))
 		copy(info.Quotas, qs)
 	}
 	return info
+}
+
+// appendQuotas appends the quotas of the fields in st and nd to qs, in
+// the order Info.Quotas says.
+func appendQuotas(qs []Quota, st *[numStatic][]string, nd []named, now time.Time) []Quota {
+	qs = appendIETF(qs, st[kindPolicy], st[kindRateLimit], now)
+	qs = appendPositional(qs, &positional{
+		limit:     st[kindDraftLimit],
+		policy:    st[kindPolicy],
+		remaining: st[kindDraftRemaining],
+		reset:     st[kindDraftReset],
+		resetTime: st[kindDraftResetTime],
+		used:      st[kindDraftObserved],
+		name:      st[kindDraftName],
+	}, now)
+	name := st[kindXResource]
+	if name == nil {
+		name = st[kindXBucket]
+	}
+	if name == nil {
+		name = st[kindXScope]
+	}
+	qs = appendPositional(qs, &positional{
+		limit:      st[kindXLimit],
+		remaining:  st[kindXRemaining],
+		reset:      st[kindXReset],
+		resetAfter: st[kindXResetAfter],
+		used:       st[kindXUsed],
+		name:       name,
+		interval:   st[kindXInterval],
+		fillRate:   st[kindXFillRate],
+	}, now)
+	for i := range nd {
+		qs = appendNamed(qs, &nd[i], now)
+	}
+	qs = appendShopify(qs, st[kindShopify])
+	return appendSalesforce(qs, st[kindSalesforce])
 }
 
 // cached reports whether an Age field says the response came from a
@@ -479,54 +573,116 @@ func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
 		p.resetAfter == nil && p.resetTime == nil && p.used == nil {
 		return qs
 	}
-	var (
-		limBuf                                  [2]string
-		remBuf, rstBuf, raBuf, rtBuf, usedBuf   [2]string
-		nameBuf, ivBuf, frBuf, polBuf           [2]string
-		limits                                  [2]limitMember
-		lim, rem, rst, ra, rt, used, nm, iv, fr []string
-	)
-	lim = splitList(limBuf[:0], p.limit)
-	pol := splitList(polBuf[:0], p.policy)
-	ls := parseLimits(limits[:0], lim, pol)
-	rem = splitList(remBuf[:0], p.remaining)
-	rst = splitList(rstBuf[:0], p.reset)
-	ra = splitList(raBuf[:0], p.resetAfter)
-	rt = splitList(rtBuf[:0], p.resetTime)
-	used = splitList(usedBuf[:0], p.used)
-	nm = splitList(nameBuf[:0], p.name)
-	iv = splitList(ivBuf[:0], p.interval)
-	fr = splitList(frBuf[:0], p.fillRate)
+	if r, ok := p.single(); ok {
+		return appendRow(qs, &r, now)
+	}
+	return appendRows(qs, p, now)
+}
 
-	n := max(len(ls), len(rem), len(rst), len(ra), len(rt), len(used))
-	for i := range n {
-		// Docker Hub puts the window on the remaining count too:
-		// "ratelimit-remaining: 76;w=21600".
-		r, params, _ := strings.Cut(at(rem, i), ";")
-		q := Quota{Name: at(nm, i), Limit: -1, Remaining: parseCount(r)}
+// appendRows is appendPositional for any p: it walks the lists of every
+// field, pairing their members by position.
+func appendRows(qs []Quota, p *positional, now time.Time) []Quota {
+	var limits [2]limitMember
+	ls := parseLimits(limits[:0], p.limit, p.policy)
+	rem, rst, ra := members{lines: p.remaining}, members{lines: p.reset}, members{lines: p.resetAfter}
+	rt, used, nm := members{lines: p.resetTime}, members{lines: p.used}, members{lines: p.name}
+	iv, fr := members{lines: p.interval}, members{lines: p.fillRate}
+	for i := 0; ; i++ {
+		r := row{
+			limit:     limitMember{limit: -1},
+			remaining: rem.next(), reset: rst.next(), resetAfter: ra.next(), resetTime: rt.next(), used: used.next(),
+		}
+		if i >= len(ls) && r.remaining == "" && r.reset == "" && r.resetAfter == "" && r.resetTime == "" && r.used == "" {
+			return qs
+		}
 		if i < len(ls) {
-			q.Limit, q.Window = ls[i].limit, ls[i].window
+			r.limit = ls[i]
 		}
-		if q.Window == 0 {
-			q.Window = windowParam(params)
+		r.name, r.interval, r.fillRate = nm.next(), iv.next(), fr.next()
+		qs = appendRow(qs, &r, now)
+	}
+}
+
+// row is one position of a positional family: the limit member (limit -1
+// when there is none) and the members of the other fields, "" where a
+// field has none.
+type row struct {
+	limit                                   limitMember
+	remaining, reset, resetAfter, resetTime string
+	used, name, interval, fillRate          string
+}
+
+// single returns p's only row when no field has more than one line or a
+// comma, and the limit has no parameters and no policy to look up: what
+// most responses send, read without walking lists.
+func (p *positional) single() (row, bool) {
+	if p.policy != nil {
+		return row{}, false
+	}
+	var m [9]string
+	for i, lines := range [...][]string{
+		p.limit, p.remaining, p.reset, p.resetAfter, p.resetTime, p.used, p.name, p.interval, p.fillRate,
+	} {
+		var ok bool
+		if m[i], ok = onlyMember(lines); !ok {
+			return row{}, false
 		}
-		if u := parseCount(at(used, i)); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
-			q.Remaining = max(q.Limit-u, 0)
-		}
-		// Reset-After is relative, so immune to clock skew: prefer it.
-		if d, ok := parseSeconds(at(ra, i)); ok {
-			q.Reset = now.Add(d)
-		} else if t, ok := parseReset(at(rst, i), now); ok {
-			q.Reset = t
-		} else if t, ok := parseReset(at(rt, i), now); ok {
-			q.Reset = t
-		}
-		if q.Window == 0 {
-			q.Window = refillWindow(q.Limit, at(iv, i), at(fr, i))
-		}
-		if q.known() {
-			qs = append(qs, q)
-		}
+	}
+	if strings.IndexByte(m[0], ';') >= 0 {
+		return row{}, false
+	}
+	return row{
+		limit:     limitMember{limit: parseCount(m[0])},
+		remaining: m[1], reset: m[2], resetAfter: m[3], resetTime: m[4],
+		used: m[5], name: m[6], interval: m[7], fillRate: m[8],
+	}, true
+}
+
+// onlyMember returns the member of lines, trimmed ("" when it has none),
+// when lines is at most one line without a comma: no list to walk. ok is
+// false otherwise. It inlines, so that a field that is absent costs no
+// call.
+func onlyMember(lines []string) (m string, ok bool) {
+	if len(lines) == 0 {
+		return "", true
+	}
+	return oneLine(lines)
+}
+
+// oneLine is onlyMember for a field that is present.
+func oneLine(lines []string) (m string, ok bool) {
+	if len(lines) == 1 && strings.IndexByte(lines[0], ',') < 0 {
+		return trim(lines[0]), true
+	}
+	return "", false
+}
+
+// appendRow appends the quota of one row of a positional family to qs,
+// if it says anything.
+func appendRow(qs []Quota, r *row, now time.Time) []Quota {
+	// Docker Hub puts the window on the remaining count too:
+	// "ratelimit-remaining: 76;w=21600".
+	rem, params, _ := strings.Cut(r.remaining, ";")
+	q := Quota{Name: r.name, Limit: r.limit.limit, Remaining: parseCount(rem), Window: r.limit.window}
+	if q.Window == 0 {
+		q.Window = windowParam(params)
+	}
+	if u := parseCount(r.used); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
+		q.Remaining = max(q.Limit-u, 0)
+	}
+	// Reset-After is relative, so immune to clock skew: prefer it.
+	if d, ok := parseSeconds(r.resetAfter); ok {
+		q.Reset = now.Add(d)
+	} else if t, ok := parseReset(r.reset, now); ok {
+		q.Reset = t
+	} else if t, ok := parseReset(r.resetTime, now); ok {
+		q.Reset = t
+	}
+	if q.Window == 0 {
+		q.Window = refillWindow(q.Limit, r.interval, r.fillRate)
+	}
+	if q.known() {
+		qs = append(qs, q)
 	}
 	return qs
 }
@@ -536,8 +692,11 @@ func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
 // that Limit/Window is the sustained rate, as it is for a fixed window.
 func refillWindow(limit int64, interval, fillRate string) time.Duration {
 	iv, ok := parseSeconds(interval)
+	if !ok || iv <= 0 || limit <= 0 {
+		return 0
+	}
 	fr := parseCount(fillRate)
-	if !ok || iv <= 0 || fr <= 0 || limit <= 0 {
+	if fr <= 0 {
 		return 0
 	}
 	w := float64(iv) * float64(limit) / float64(fr)
@@ -558,34 +717,40 @@ type limitMember struct {
 // RateLimit-Policy ("100;w=60"): a member with parameters is then a policy
 // that lends its window to the plain member with the same quota. When every
 // member has parameters, each is a quota of its own.
-func parseLimits(dst []limitMember, members, policies []string) []limitMember {
-	plain := 0
-	for _, m := range members {
-		if !strings.Contains(m, ";") {
+func parseLimits(dst []limitMember, limits, policies []string) []limitMember {
+	total, plain := 0, 0
+	l := members{lines: limits}
+	for m := l.next(); m != ""; m = l.next() {
+		total++
+		if strings.IndexByte(m, ';') < 0 {
 			plain++
 		}
 	}
-	for _, m := range members {
-		v, params, ok := strings.Cut(m, ";")
-		if ok && plain > 0 {
+	policed := plain < total || policies != nil // some member can lend a window
+	l = members{lines: limits}
+	for m := l.next(); m != ""; m = l.next() {
+		v, params, hasParams := strings.Cut(m, ";")
+		if hasParams && plain > 0 {
 			continue
 		}
 		lm := limitMember{limit: parseCount(v), window: windowParam(params)}
-		if !ok {
-			lm.window = policyWindow(lm.limit, members, policies)
+		if !hasParams && policed {
+			lm.window = policyWindow(lm.limit, limits, policies)
 		}
 		dst = append(dst, lm)
 	}
 	return dst
 }
 
-// policyWindow finds the window of the first policy for quota limit.
+// policyWindow finds the window of the first policy for quota limit among
+// the members of the field lines in lists.
 func policyWindow(limit int64, lists ...[]string) time.Duration {
 	if limit < 0 {
 		return 0
 	}
-	for _, list := range lists {
-		for _, m := range list {
+	for _, lines := range lists {
+		l := members{lines: lines}
+		for m := l.next(); m != ""; m = l.next() {
 			v, params, ok := strings.Cut(m, ";")
 			if ok && parseCount(v) == limit {
 				if w := windowParam(params); w > 0 {
@@ -616,36 +781,71 @@ func windowParam(params string) time.Duration {
 // appendNamed appends the quotas of one named family member, such as
 // OpenAI's "requests" or an Azure Resource Manager counter.
 func appendNamed(qs []Quota, g *named, now time.Time) []Quota {
-	var limBuf, remBuf, rstBuf, winBuf [8]string
-	lim := splitList(limBuf[:0], g.fields[0].vals)
-	rem := splitList(remBuf[:0], g.fields[1].vals)
-	rst := splitList(rstBuf[:0], g.fields[2].vals)
-	win := splitList(winBuf[:0], g.fields[3].vals)
-	for i := range max(len(lim), len(rem), len(rst)) {
-		q := Quota{Name: g.name, Limit: parseCount(at(lim, i)), Remaining: -1, Unit: nameUnit(g.fam, g.name)}
-		switch g.fam {
-		case famX:
-			q.Window = nameWindow(g.name)
-		case famHubSpot:
-			// The daily limit resets at midnight in the account's time
-			// zone, which the response does not say: no Reset.
-			q.Window = nameWindow(g.name)
-			if d, ok := parseMillis(at(win, i)); ok && d > 0 {
-				q.Window = d
-			}
+	if r, ok := g.single(); ok {
+		return appendNamedRow(qs, g, &r, now)
+	}
+	return appendNamedRows(qs, g, now)
+}
+
+// namedRow is one position of a named family member: the members of its
+// limit, remaining, reset and window fields, "" where a field has none.
+type namedRow [4]string
+
+// single returns g's only row when no field has more than one line or a
+// comma, and one of limit, remaining and reset says something: what most
+// responses send, read without walking lists.
+func (g *named) single() (r namedRow, ok bool) {
+	for i, lines := range g.fields {
+		if r[i], ok = onlyMember(lines); !ok {
+			return r, false
 		}
-		r := at(rem, i)
-		// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
-		if name, count, ok := strings.Cut(r, ";"); ok && g.fam == famAzure {
-			q.Name, r = trim(name), count
+	}
+	return r, r[0] != "" || r[1] != "" || r[2] != ""
+}
+
+// appendNamedRows is appendNamed for any g: it walks the lists of every
+// field, pairing their members by position.
+func appendNamedRows(qs []Quota, g *named, now time.Time) []Quota {
+	var ls [4]members
+	for i, lines := range g.fields {
+		ls[i].lines = lines
+	}
+	for {
+		r := namedRow{ls[0].next(), ls[1].next(), ls[2].next()}
+		if r[0] == "" && r[1] == "" && r[2] == "" {
+			return qs
 		}
-		q.Remaining = parseCount(r)
-		if t, ok := parseReset(at(rst, i), now); ok {
-			q.Reset = t
+		r[3] = ls[3].next()
+		qs = appendNamedRow(qs, g, &r, now)
+	}
+}
+
+// appendNamedRow appends the quota of one row of g to qs, if it says
+// anything.
+func appendNamedRow(qs []Quota, g *named, r *namedRow, now time.Time) []Quota {
+	q := Quota{Name: g.name, Limit: parseCount(r[0]), Remaining: -1, Unit: nameUnit(g.fam, g.name)}
+	switch g.fam {
+	case famX:
+		q.Window = nameWindow(g.name)
+	case famHubSpot:
+		// The daily limit resets at midnight in the account's time zone,
+		// which the response does not say: no Reset.
+		q.Window = nameWindow(g.name)
+		if d, ok := parseMillis(r[3]); ok && d > 0 {
+			q.Window = d
 		}
-		if q.known() {
-			qs = append(qs, q)
-		}
+	}
+	rem := r[1]
+	// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
+	if name, count, ok := strings.Cut(rem, ";"); ok && g.fam == famAzure {
+		q.Name, rem = trim(name), count
+	}
+	q.Remaining = parseCount(rem)
+	if t, ok := parseReset(r[2], now); ok {
+		q.Reset = t
+	}
+	if q.known() {
+		qs = append(qs, q)
 	}
 	return qs
 }
@@ -690,8 +890,8 @@ func nameUnit(fam family, name string) string {
 
 // appendShopify appends Shopify's "used/limit" call limits.
 func appendShopify(qs []Quota, vals []string) []Quota {
-	var buf [8]string
-	for _, m := range splitList(buf[:0], vals) {
+	l := members{lines: vals}
+	for m := l.next(); m != ""; m = l.next() {
 		if limit, remaining, ok := parseUsage(m); ok {
 			qs = append(qs, Quota{Limit: limit, Remaining: remaining})
 		}

@@ -16,9 +16,66 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // isAlpha reports whether c is an ASCII letter.
 func isAlpha(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
 
-// hasPrefixFold is strings.HasPrefix, ignoring ASCII case.
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && equalFold(s[:len(prefix)], prefix)
+// equalLower reports whether s equals lower, ignoring ASCII case. lower is
+// a name of ours: lower-case letters, and only bytes below 0x40 ('-', the
+// digits) besides.
+func equalLower(s, lower string) bool {
+	return len(s) == len(lower) && hasPrefixLower(s, lower)
+}
+
+// hasSuffixLower reports whether s ends with lower and has something
+// before it, ignoring ASCII case; lower is as equalLower says.
+func hasSuffixLower(s, lower string) bool {
+	return len(s) > len(lower) && hasPrefixLower(s[len(s)-len(lower):], lower)
+}
+
+// hasPrefixLower reports whether s starts with lower, ignoring ASCII case;
+// lower is as equalLower says. It compares words of four or eight bytes,
+// the last one overlapping the one before it.
+func hasPrefixLower(s, lower string) bool {
+	n := len(lower)
+	switch {
+	case len(s) < n:
+		return false
+	case n >= 8:
+		for i := 0; i < n-8; i += 8 {
+			if !foldMatch(load64(s[i:]), load64(lower[i:])) {
+				return false
+			}
+		}
+		return foldMatch(load64(s[n-8:]), load64(lower[n-8:]))
+	case n >= 4:
+		return foldMatch(load32(s), load32(lower)) && foldMatch(load32(s[n-4:]), load32(lower[n-4:]))
+	}
+	for i := range n {
+		if !foldMatch(uint64(s[i]), uint64(lower[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldMatch reports whether the bytes of x match those of w, a word of a
+// lower-case name, ignoring ASCII case: a byte of x matches when it equals
+// w's after setting the 0x20 bit (the lower-case bit) wherever w has a
+// letter. The bit 0x40 marks w's letters, and only the upper and the lower
+// case of a letter become it.
+func foldMatch(x, w uint64) bool {
+	return x|(w&0x4040404040404040)>>1 == w
+}
+
+// load64 returns the first eight bytes of s as a little-endian word (the
+// compiler makes it one load).
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// load32 returns the first four bytes of s as a little-endian word.
+func load32(s string) uint64 {
+	_ = s[3]
+	return uint64(uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24)
 }
 
 // equalFold is strings.EqualFold for ASCII, which field names are (RFC 9110
@@ -160,49 +217,82 @@ func parseReset(s string, now time.Time) (time.Time, bool) {
 	if s == "" {
 		return time.Time{}, false
 	}
-	var t time.Time
-	if whole, frac, ok := parseDec(s); ok {
-		switch {
-		case whole >= 1e12: // epoch milliseconds
-			t = epochMillis(whole, frac, now)
-		case whole >= 1e9: // epoch seconds
-			t = time.Unix(whole, frac).In(now.Location())
-			if t.Sub(now) > maxAhead {
-				// Not seconds at all when read as such; if it is epoch
-				// milliseconds of a clock that reads before 2001, say so.
-				t = epochMillis(whole, frac, now)
-				if t.Sub(now) < -maxAhead {
-					return time.Time{}, false
-				}
-			}
-		default: // delta seconds
-			d, ok := scaled(whole, frac, time.Second)
-			if ok && d <= maxAhead {
-				return now.Add(d), true
-			}
-			// A delay of more than a year is no delay; it is epoch seconds
-			// from a clock that reads before 2001-09-09 (a test's fake
-			// clock, or a device's unset one) when it lands near now.
-			t = time.Unix(whole, frac).In(now.Location())
-			if t.Sub(now) < -maxAhead {
+	whole, frac, ok := parseDec(s)
+	if !ok {
+		if d, ok := parseGoDuration(s); ok {
+			return now.Add(d), true
+		}
+		t, ok := parseDate(s)
+		if !ok || t.IsZero() || reach(t.Unix(), int64(t.Nanosecond()), now) > 0 {
+			return time.Time{}, false
+		}
+		return t.In(now.Location()), true
+	}
+	// The numbers are compared with now as Unix seconds and nanoseconds;
+	// a time.Time is built only for the answer.
+	sec, nsec := whole, frac
+	switch {
+	case whole >= 1e12: // epoch milliseconds
+		sec, nsec = epochMillis(whole, frac)
+		if reach(sec, nsec, now) > 0 {
+			return time.Time{}, false
+		}
+	case whole >= 1e9: // epoch seconds
+		if reach(sec, nsec, now) > 0 {
+			// Not seconds at all when read as such; if it is epoch
+			// milliseconds of a clock that reads before 2001, say so.
+			sec, nsec = epochMillis(whole, frac)
+			if reach(sec, nsec, now) != 0 {
 				return time.Time{}, false
 			}
 		}
-	} else if d, ok := parseGoDuration(s); ok {
-		return now.Add(d), true
-	} else if t, ok = parseDate(s); ok {
-		t = t.In(now.Location())
-	} else {
-		return time.Time{}, false
+	default: // delta seconds
+		d, ok := scaled(whole, frac, time.Second)
+		if ok && d <= maxAhead {
+			return now.Add(d), true
+		}
+		// A delay of more than a year is no delay; it is epoch seconds
+		// from a clock that reads before 2001-09-09 (a test's fake
+		// clock, or a device's unset one) when it lands near now.
+		if reach(sec, nsec, now) != 0 {
+			return time.Time{}, false
+		}
 	}
-	if t.IsZero() || t.Sub(now) > maxAhead {
-		return time.Time{}, false
-	}
-	return t, true
+	return time.Unix(sec, nsec).In(now.Location()), true
 }
 
-func epochMillis(whole, frac int64, now time.Time) time.Time {
-	return time.Unix(whole/1000, (whole%1000)*1e6+frac/1e3).In(now.Location())
+// epochMillis splits epoch milliseconds whole+frac/1e9 into Unix seconds
+// and nanoseconds.
+func epochMillis(whole, frac int64) (sec, nsec int64) {
+	return whole / 1000, (whole%1000)*1e6 + frac/1e3
+}
+
+// reach compares the Unix time sec+nsec/1e9 (|sec| < 2^61, 0 ≤ nsec < 1e9)
+// with now: it is 1 when that time is more than maxAhead after now, -1 when it
+// is more than maxAhead before, and 0 otherwise. It answers what comparing
+// time.Unix(sec, nsec).Sub(now) with ±maxAhead would, in integers.
+func reach(sec, nsec int64, now time.Time) int {
+	const most = int64(maxAhead / time.Second)
+	var d time.Duration
+	switch us := now.Unix(); {
+	case us < -1<<62 || us > 1<<62:
+		// A now hundreds of billions of years away, where Unix seconds
+		// wrap: let Sub saturate.
+		d = time.Unix(sec, nsec).Sub(now)
+	case sec-us > most: // the nanoseconds differ by less than a second
+		return 1
+	case sec-us < -most:
+		return -1
+	default:
+		d = time.Duration(sec-us)*time.Second + time.Duration(nsec-int64(now.Nanosecond()))
+	}
+	switch {
+	case d > maxAhead:
+		return 1
+	case d < -maxAhead:
+		return -1
+	}
+	return 0
 }
 
 // parseGoDuration parses OpenAI's resets, which are Go durations: "6m0s",
@@ -211,11 +301,48 @@ func parseGoDuration(s string) (time.Duration, bool) {
 	if s == "" || !(isDigit(s[0]) || s[0] == '.') || !isAlpha(s[len(s)-1]) {
 		return 0, false
 	}
+	if d, ok, sure := wholeSecondsOrMillis(s); sure {
+		return d, ok
+	}
+	// Refuse at once what time.ParseDuration would refuse because of a
+	// byte no duration has (an RFC 3339 time's '-' and ':'): its error
+	// costs two allocations. Bytes from 0x80 up may be µ or μ.
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case isDigit(c), c == '.', c >= 0x80,
+			c == 'n', c == 'u', c == 'm', c == 's', c == 'h':
+		default:
+			return 0, false
+		}
+	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 || d > maxAhead {
 		return 0, false
 	}
 	return d, true
+}
+
+// wholeSecondsOrMillis reads the forms OpenAI sends most, a whole number
+// of seconds or milliseconds ("2s", "120ms"), as time.ParseDuration would
+// and then parseGoDuration's bounds: d and ok are its answer when sure is
+// true. It is not sure of anything else.
+func wholeSecondsOrMillis(s string) (d time.Duration, ok, sure bool) {
+	n, unit := len(s)-1, time.Second
+	if len(s) >= 2 && s[n] == 's' && s[n-1] == 'm' {
+		n, unit = n-1, time.Millisecond
+	}
+	if s[len(s)-1] != 's' || n == 0 || n > 18 { // 18 digits cannot overflow
+		return 0, false, false
+	}
+	var v int64
+	for i := range n {
+		if !isDigit(s[i]) {
+			return 0, false, false
+		}
+		v = v*10 + int64(s[i]-'0')
+	}
+	d, ok = scaled(v, 0, unit)
+	return d, ok, true
 }
 
 // rfc822Zones are the North American zones RFC 822 allows in a date. Go
@@ -272,34 +399,53 @@ func parseDate(s string) (time.Time, bool) {
 	return t.UTC(), true
 }
 
-// splitList appends the members of the comma-separated lists in vals to
-// dst, trimmed, skipping empty ones. A comma right after a weekday is
-// taken as the one inside an HTTP-date ("Tue, 14 Jul 2020 ..."), so a date
-// stays one member.
-func splitList(dst, vals []string) []string {
-	for _, line := range vals {
-		for line != "" {
-			m := line
-			i := strings.IndexByte(line, ',')
-			switch {
-			case i < 0:
-				line = ""
-			case isWeekday(trim(line[:i])):
-				j := strings.IndexByte(line[i+1:], ',')
-				if j < 0 {
-					line = ""
-				} else {
-					m, line = line[:i+1+j], line[i+2+j:]
-				}
-			default:
-				m, line = line[:i], line[i+1:]
+// members walks the members of the comma-separated lists in some field
+// lines, one at a time, trimmed, skipping empty ones. A comma right after a
+// weekday is taken as the one inside an HTTP-date ("Tue, 14 Jul 2020
+// ..."), so a date stays one member. The zero value has no members.
+type members struct {
+	lines []string // the lines not yet begun
+	line  string   // what is left of the current line
+}
+
+// next returns the next member, or "" when there are none left (a member
+// is never empty). It is small enough to inline, so that asking an empty
+// list costs no call.
+func (l *members) next() string {
+	if len(l.line)|len(l.lines) == 0 {
+		return ""
+	}
+	return l.more()
+}
+
+// more is next, the part that walks the lines.
+func (l *members) more() string {
+	for {
+		for l.line == "" {
+			if len(l.lines) == 0 {
+				return ""
 			}
-			if m = trim(m); m != "" {
-				dst = append(dst, m)
+			l.line, l.lines = l.lines[0], l.lines[1:]
+		}
+		m := l.line
+		i := strings.IndexByte(m, ',')
+		switch {
+		case i < 0:
+			l.line = ""
+		case isWeekday(trim(m[:i])):
+			j := strings.IndexByte(m[i+1:], ',')
+			if j < 0 {
+				l.line = ""
+			} else {
+				m, l.line = m[:i+1+j], m[i+2+j:]
 			}
+		default:
+			m, l.line = m[:i], m[i+1:]
+		}
+		if m = trim(m); m != "" {
+			return m
 		}
 	}
-	return dst
 }
 
 // weekdays are the day names HTTP-dates start with, short and long.
@@ -319,12 +465,4 @@ func isWeekday(s string) bool {
 		}
 	}
 	return false
-}
-
-// at returns list[i], or "" when the list is shorter.
-func at(list []string, i int) string {
-	if i < len(list) {
-		return list[i]
-	}
-	return ""
 }
