@@ -435,23 +435,6 @@ func gather(st *[numStatic][]string, nd []named, k string, vs []string) (_ []nam
 // Parse never fails: fields it does not know are skipped and values it
 // cannot read are left unknown.
 func Parse(h http.Header, now time.Time) Info {
-	return parse(nil, h, now)
-}
-
-// parseInto is Parse, appending the quotas to dst[:0] and returning that
-// slice in Info.Quotas (nil when there are none) instead of a slice of
-// their own: a dst with room for them all spares the allocation. Package
-// internal/hdrhook hands it to the Transport.
-func parseInto(dst []Quota, h http.Header, now time.Time) Info {
-	if dst == nil {
-		dst = []Quota{} // not parse's nil: append to it
-	}
-	return parse(dst, h, now)
-}
-
-// parse is parseInto, and Parse when dst is nil: then it gathers the
-// quotas on its stack and returns a copy of exactly their length.
-func parse(dst []Quota, h http.Header, now time.Time) Info {
 	var (
 		st   [numStatic][]string
 		nbuf [8]named
@@ -494,12 +477,6 @@ func parse(dst []Quota, h http.Header, now time.Time) Info {
 	}
 
 	if cached(st[kindAge]) {
-		return info
-	}
-	if dst != nil {
-		if qs := appendQuotas(dst[:0], &st, nd, now); len(qs) > 0 {
-			info.Quotas = qs
-		}
 		return info
 	}
 	// Its own variable, so that buf stays on the stack: only a copy leaves.

@@ -9,42 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/throttlekit/throttle/internal/hdrhook"
 )
-
-// TestParseInto: the function internal/hdrhook hands the Transport returns
-// what Parse returns, in the caller's buffer, and with a buffer of room
-// enough allocates nothing; Parse's own result is a slice of exactly its
-// length that shares nothing with the buffer.
-func TestParseInto(t *testing.T) {
-	parseInto, ok := hdrhook.ParseInto.(func([]Quota, http.Header, time.Time) Info)
-	require.True(t, ok, "hdrhook.ParseInto is %T", hdrhook.ParseInto)
-
-	ten := hdr("X-RateLimit-Limit", "1,2,3,4,5,6,7,8,9,10", "Retry-After", "3") // more than the buffer holds
-	cases := append(fixtures(), fixture{"ten", ten, 10}, fixture{"cached", hdr("Age", "5", "X-RateLimit-Limit", "1"), 0})
-	buf := make([]Quota, 0, 8) // outside AllocsPerRun's function: only the calls count
-	for _, c := range cases {
-		want := Parse(c.h, now)
-		require.Len(t, want.Quotas, c.quotas, c.name)
-		assert.Equal(t, len(want.Quotas), cap(want.Quotas), "%s: Parse returns a slice of exactly its length", c.name)
-
-		got := parseInto(buf, c.h, now)
-		assert.Equal(t, want, got, c.name)
-		if c.quotas > 0 && c.quotas <= cap(buf) {
-			assert.Same(t, &buf[:1][0], &got.Quotas[0], "%s: the quotas are not in the buffer", c.name)
-		}
-		if c.quotas > 0 {
-			assert.NotSame(t, &buf[:1][0], &want.Quotas[0], "%s: Parse returned the buffer", c.name)
-		}
-		if c.quotas > cap(buf) {
-			continue // it grows the buffer: that allocates
-		}
-		allocs := testing.AllocsPerRun(100, func() { got = parseInto(buf, c.h, now) })
-		assert.Zero(t, allocs, "%s: parseInto allocates", c.name)
-		assert.Equal(t, want, parseInto(nil, c.h, now), "%s: a nil dst is appended to", c.name)
-	}
-}
 
 // TestParseAllocates: Parse allocates only the slice it returns; the
 // Anthropic set used to cost 13 allocations (time.ParseDuration's error for
