@@ -28,10 +28,18 @@ type route struct{ method, first, second string }
 
 // routeOf returns req's route under the default rule, without allocating.
 func routeOf(req *http.Request) route {
-	p := strings.TrimPrefix(req.URL.Path, "/")
-	first, rest, _ := strings.Cut(p, "/")
-	second, _, _ := strings.Cut(rest, "/")
-	return route{method: req.Method, first: first, second: second}
+	p := req.URL.Path
+	if p != "" && p[0] == '/' {
+		p = p[1:]
+	}
+	r := route{method: req.Method, first: p}
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		r.first, r.second = p[:i], p[i+1:]
+		if j := strings.IndexByte(r.second, '/'); j >= 0 {
+			r.second = r.second[:j]
+		}
+	}
+	return r
 }
 
 // WithBucketRoute replaces the rule by which the Transport remembers which

@@ -611,6 +611,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	var until time.Time
 	learned := false
+	horizon := now.Add(g.maxPause) // no reset is trusted further ahead
 	for i := range a.info.Quotas {
 		s := &a.info.Quotas[i]
 		if s.Remaining < 0 && s.Unit != "concurrent-requests" {
@@ -622,7 +623,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 		reset, guessed := s.Reset, false
 		if a.refill && !reset.IsZero() {
-			reset = minTime(reset, now.Add(g.maxPause))
+			reset = minTime(reset, horizon)
 		}
 		if !a.refill {
 			reset = g.resetFor(s, now)
@@ -631,7 +632,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 					if !a.far.reset {
 						continue
 					}
-					reset = now.Add(g.maxPause)
+					reset = horizon
 				}
 			} else if !reset.IsZero() && !reset.After(now) {
 				// Some remain, but the reset is stale or rounded down to
@@ -639,7 +640,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 				reset, guessed = now.Add(notYet), true
 			}
 			if !reset.IsZero() {
-				reset = minTime(reset, now.Add(g.maxPause))
+				reset = minTime(reset, horizon)
 			}
 		}
 		if reset.IsZero() && !a.refill && s.Unit != "concurrent-requests" {
@@ -664,7 +665,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	if learned {
 		g.ver++
-		if a.status < 400 {
+		if a.status < 400 && (g.pace.step > 0 || g.pace.bare) {
 			g.pace = aimd{}
 		}
 	}
