@@ -214,6 +214,13 @@ func refills(h map[string][]string, qs []headers.Quota) bool {
 	if !named {
 		return false
 	}
+	// The keys as net/http canonicalizes them: a lookup each, before a
+	// walk over every key in any spelling.
+	for _, k := range refillKeys {
+		if _, ok := h[k]; ok {
+			return true
+		}
+	}
 	for k := range h {
 		if len(k) >= 20 && strings.EqualFold(k[:20], "anthropic-ratelimit-") ||
 			strings.EqualFold(k, "x-ratelimit-reset-requests") || strings.EqualFold(k, "x-ratelimit-reset-tokens") {
@@ -221,6 +228,14 @@ func refills(h map[string][]string, qs []headers.Quota) bool {
 		}
 	}
 	return false
+}
+
+// refillKeys are the fields of refilling quotas in their canonical
+// spelling: OpenAI's resets, and Anthropic's for its usual quotas.
+var refillKeys = [...]string{
+	"X-Ratelimit-Reset-Requests", "X-Ratelimit-Reset-Tokens",
+	"Anthropic-Ratelimit-Requests-Reset", "Anthropic-Ratelimit-Tokens-Reset",
+	"Anthropic-Ratelimit-Input-Tokens-Reset", "Anthropic-Ratelimit-Output-Tokens-Reset",
 }
 
 // apply learns what the server said of q in an answer to a request sent

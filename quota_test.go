@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -250,4 +251,27 @@ func TestAIMDDwellsShortOfTheRateRefused(t *testing.T) {
 	runs(&b, aimdRun)
 	assert.Less(t, b.step, time.Duration(float64(100*time.Millisecond)*aimdCut))
 	assert.Zero(t, b.ceil)
+}
+
+// TestRefills: OpenAI's and Anthropic's quotas refill continuously, found
+// by their reset fields in any spelling; a quota named like theirs under
+// another family (Linear's X-RateLimit-Requests-*) does not.
+func TestRefills(t *testing.T) {
+	named := []headers.Quota{{Name: "requests"}, {Name: "tokens"}}
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		qs   []headers.Quota
+		want bool
+	}{
+		{"openai canonical", http.Header{"X-Ratelimit-Reset-Tokens": {"6m0s"}}, named, true},
+		{"openai lower case", http.Header{"x-ratelimit-reset-requests": {"1s"}}, named, true},
+		{"anthropic canonical", http.Header{"Anthropic-Ratelimit-Input-Tokens-Reset": {"2026-01-01T00:00:00Z"}}, []headers.Quota{{Name: "input-tokens"}}, true},
+		{"anthropic other quota, lower case", http.Header{"anthropic-ratelimit-priority-tokens-reset": {"2026-01-01T00:00:00Z"}}, []headers.Quota{{Name: "priority-tokens"}}, true},
+		{"linear", http.Header{"X-Ratelimit-Requests-Reset": {"1700000000"}}, named, false},
+		{"github", http.Header{"X-Ratelimit-Reset": {"1700000000"}}, []headers.Quota{{Name: "core"}}, false},
+		{"named elsewhere only", http.Header{"X-Ratelimit-Reset-Tokens": {"1s"}}, []headers.Quota{{Name: "core"}}, false},
+	} {
+		assert.Equal(t, tc.want, refills(tc.h, tc.qs), tc.name)
+	}
 }
