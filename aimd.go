@@ -15,9 +15,9 @@ import "time"
 // that raised its limit is found again. As TCP CUBIC does, the creep stops
 // just short of the rate last refused (or the rate a burst showed) and
 // dwells there for aimdDwell runs before it probes beyond: a server whose
-// limit has not moved is not refused again every few runs. A refusal to a request sent
-// before the last change took effect says nothing new and changes nothing
-// (the gate checks that). Its zero value does not pace.
+// limit has not moved is not refused again every few runs. A refusal to a
+// request sent before the last change took effect says nothing new and
+// changes nothing (the gate checks that). Its zero value does not pace.
 type aimd struct {
 	step  time.Duration // the interval between requests; 0: no pace
 	base  time.Duration // the interval at the last decrease: the creep is a share of its rate
@@ -47,8 +47,8 @@ const (
 	// aimdGain is the creep once the search has ended, a share of the
 	// rate at the last decrease per run.
 	aimdGain = 0.01
-	// aimdDwell is how many runs the creep dwells aimdGain short of the
-	// rate last refused before it probes beyond it.
+	// aimdDwell is how many runs the creep dwells half of aimdGain short
+	// of the rate last refused before it probes beyond it.
 	aimdDwell = 5
 	// aimdCut multiplies the interval on a refusal that no run had
 	// proven safe, and a guessed or measured interval, so that a guess

@@ -665,7 +665,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	if learned {
 		g.ver++
-		if a.status < 400 && (g.pace.step > 0 || g.pace.bare) {
+		if a.status < 400 {
 			g.pace = aimd{}
 		}
 	}

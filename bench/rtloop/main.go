@@ -27,8 +27,11 @@ func (s stub) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Header: s.h, Body: http.NoBody, Request: req}, nil
 }
 
-// header returns the response header of a set: what BenchmarkTransportStub
-// and headers' BenchmarkParse send.
+// header returns the response header of a set. "github" carries the
+// fields BenchmarkTransportStub's githubHandler writes; the others are
+// shaped like headers' BenchmarkParse fixtures (the same fields, other
+// values): neither lives outside a _test file, so they are written again
+// here.
 func header(set string) (http.Header, error) {
 	h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
 	in := time.Now().Add(time.Hour)
