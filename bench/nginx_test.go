@@ -48,7 +48,13 @@ type nginxCase struct {
 }
 
 var nginxCases = []nginxCase{
-	{name: "10rps-no-burst-503", rate: 10, conf: "limit_req zone=%s;", max429: 12, ratio: 1.15},
+	// 1.09–1.10× in most runs. When one answer that got through is
+	// counted before the first refusal (a loaded machine), the guess is 9
+	// a second and the first refusal no burst; slow start's double is
+	// refused and the pace goes back to the guess with a margin, 8.6 a
+	// second, from which the creep gains little in 12 s: 1.21× (seen in
+	// one make test run).
+	{name: "10rps-no-burst-503", rate: 10, conf: "limit_req zone=%s;", max429: 12, ratio: 1.3},
 	// Six get through at once and four of the first ten are refused: a
 	// burst smaller than what was sent at once, so the Transport searches
 	// from its guess (1.09×). When a refusal of the second wave happens to
