@@ -49,11 +49,11 @@ type nginxCase struct {
 
 var nginxCases = []nginxCase{
 	// 1.09–1.10× in most runs. When one answer that got through is
-	// counted before the first refusal (a loaded machine), the guess is 9
-	// a second and the first refusal no burst; slow start's double is
-	// refused and the pace goes back to the guess with a margin, 8.6 a
-	// second, from which the creep gains little in 12 s: 1.21× (seen in
-	// one make test run).
+	// counted before the first refusal (a loaded machine), the guess
+	// rests on 9 in flight (8.6 a second; its first pause was 117 ms) and
+	// the refusal is no burst; slow start's double is refused and the pace
+	// goes back to the guess with a further margin, 8.2 a second, from
+	// which the creep gains little in 12 s: 1.21× (one make test run).
 	{name: "10rps-no-burst-503", rate: 10, conf: "limit_req zone=%s;", max429: 12, ratio: 1.3},
 	// Six get through at once and four of the first ten are refused: a
 	// burst smaller than what was sent at once, so the Transport searches
