@@ -132,7 +132,7 @@ func (t *Transport) notice(n Notice) {
 // unit of it. When it may not, the admission is undone, the gate holds
 // until the store says, and coordinate reports false (the caller queues
 // again). claim is the unit claimed (to settle), if any.
-func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok bool, claim Grant) {
+func (t *Transport) coordinate(ctx context.Context, g *gate, tk *ticket) (ok bool, claim Grant) {
 	if !tk.probe && !g.shared.Load() {
 		return true, Grant{} // a quiet partition: no call to the store
 	}
@@ -174,7 +174,7 @@ func (t *Transport) coordinate(ctx context.Context, g *gate, tk ticket) (ok bool
 // partition's own gate g taught: a pause it began, the end of a pause (a
 // probe's answer that paused nothing), the quota it reports; and settles
 // the request's claim. a is nil after a transport error.
-func (t *Transport) share(g *gate, tk ticket, claim Grant, a *answer, paused time.Time) {
+func (t *Transport) share(g *gate, tk *ticket, claim Grant, a *answer, paused time.Time) {
 	var q SharedQuota
 	if a != nil {
 		if s, ok := tightest(a.info); ok && !a.refill && !s.Reset.IsZero() {

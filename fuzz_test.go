@@ -49,11 +49,14 @@ func FuzzGateLearns(f *testing.F) {
 		for i := range int(steps%8) + 1 {
 			if g.quiet() {
 				var none [maxQuotas]int64
-				tks = append(tks, g.sent(now, c, &none))
-			} else if ch := g.charges(c); g.tooBig(&ch) == nil {
+				tks = append(tks, ticket{})
+				g.sent(now, c, &none, &tks[len(tks)-1])
+			} else {
 				g.advance(now)
-				if ok, _ := g.ready(now, &ch); ok {
-					tks = append(tks, g.sent(now, c, &ch))
+				var ch [maxQuotas]int64
+				if ok, _, err := g.check(now, c, &ch); err == nil && ok {
+					tks = append(tks, ticket{})
+					g.sent(now, c, &ch, &tks[len(tks)-1])
 				}
 				g.due(now, 0)
 			}
@@ -77,10 +80,9 @@ func FuzzGateLearns(f *testing.F) {
 		}
 		later := now.Add(2 * maxPause)
 		g.advance(later)
-		if ch := g.charges(c); g.tooBig(&ch) == nil {
-			if ok, wake := g.ready(later, &ch); !ok {
-				t.Fatalf("still held after every answer and the longest pause (until %v)", wake.Sub(later))
-			}
+		var ch [maxQuotas]int64
+		if ok, wake, err := g.check(later, c, &ch); err == nil && !ok {
+			t.Fatalf("still held after every answer and the longest pause (until %v)", wake.Sub(later))
 		}
 	})
 }

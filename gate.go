@@ -129,33 +129,51 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 	return resumed
 }
 
-// ready reports whether a request charging ch may go now; if not, wake is
-// when to look again (zero: when an answer arrives). It changes nothing.
-// g.mu must be held.
-func (g *gate) ready(now time.Time, ch *[maxQuotas]int64) (ok bool, wake time.Time) {
-	if now.Before(g.pausedUntil) {
-		return false, g.pausedUntil
-	}
-	if g.probing {
-		return false, time.Time{}
-	}
-	wake = now
-	if now.Before(g.nextSend) {
-		wake = g.nextSend
-	}
-	for i := range g.quotas[:g.nq] {
-		t := g.quotas[i].readyAt(now, ch[i], g.onWire())
-		if t.IsZero() {
-			return false, t
+// check works out in one pass over the quotas what a request declaring c
+// charges each quota the gate knows (into ch) and whether it may go now; if
+// not, wake is when to look again (zero: when an answer arrives). A request
+// that charges a quota more than its limit gets an error matching
+// limiters.ErrExceedsLimit, naming the quota, whether or not it could go
+// now. It changes nothing. g.mu must be held.
+func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wake time.Time, err error) {
+	// decided: a pause, or a probe on the wire, or a quota only an answer
+	// frees, holds the request; the quotas left are only charged.
+	decided := true
+	switch {
+	case now.Before(g.pausedUntil):
+		wake = g.pausedUntil
+	case g.probing:
+	default:
+		decided, wake = false, now
+		if now.Before(g.nextSend) {
+			wake = g.nextSend
 		}
-		if t.After(wake) {
+	}
+	wire := g.onWire()
+	for i := range g.quotas[:g.nq] {
+		q := &g.quotas[i]
+		if !q.known {
+			ch[i] = 0
+			continue
+		}
+		n := q.charge(c)
+		ch[i] = n
+		if q.tooBig(n) {
+			return false, time.Time{}, &ExceedsQuotaError{Partition: g.key, Quota: q.name, Cost: n, Limit: q.limit}
+		}
+		if decided {
+			continue
+		}
+		if t := q.readyAt(now, n, wire); t.IsZero() {
+			decided, wake = true, t
+		} else if t.After(wake) {
 			wake = t
 		}
 	}
-	if wake.After(now) {
-		return false, wake
+	if decided || wake.After(now) {
+		return false, wake, nil
 	}
-	return true, time.Time{}
+	return true, time.Time{}, nil
 }
 
 // quiet reports whether the gate has nothing that could hold a request
@@ -167,32 +185,11 @@ func (g *gate) quiet() bool {
 	return !g.hasQuotas()
 }
 
-// charges is what a request declaring c charges each quota the gate knows.
-// g.mu must be held.
-func (g *gate) charges(c *cost) (ch [maxQuotas]int64) {
-	for i := range g.quotas[:g.nq] {
-		if q := &g.quotas[i]; q.known {
-			ch[i] = q.charge(c)
-		}
-	}
-	return ch
-}
-
-// tooBig returns an error matching limiters.ErrExceedsLimit, naming the
-// quota, if ch charges a quota more than its limit. g.mu must be held.
-func (g *gate) tooBig(ch *[maxQuotas]int64) error {
-	for i := range g.quotas[:g.nq] {
-		if q := &g.quotas[i]; q.tooBig(ch[i]) {
-			return &ExceedsQuotaError{Partition: g.key, Quota: q.name, Cost: ch[i], Limit: q.limit}
-		}
-	}
-	return nil
-}
-
-// sent records that a request passed the gate, charging ch. now may be
-// zero when the gate is quiet: nothing it does then needs the time but the
-// start of the first cycle. g.mu must be held.
-func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64) ticket {
+// sent records that a request passed the gate, charging ch, and writes
+// its ticket to tk. now may be zero when the gate is quiet: nothing it
+// does then needs the time but the start of the first cycle. g.mu must be
+// held.
+func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	g.inflight++
 	g.storeWire()
 	if g.resumedAt.IsZero() {
@@ -201,12 +198,12 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64) ticket {
 		}
 		g.resumedAt = now // the first cycle starts with the first request
 	}
-	tk := ticket{probe: g.probe, ver: g.ver, pause: g.pauses, seen: g.answered, charge: *ch}
+	*tk = ticket{probe: g.probe, ver: g.ver, pause: g.pauses, seen: g.answered, charge: *ch}
 	if g.probe {
 		tk.at = now
 		g.probe, g.probing = false, true
 	}
-	next := g.nextSend
+	next, wire := g.nextSend, g.onWire()
 	for i := range g.quotas[:g.nq] {
 		if ch[i] == 0 {
 			continue
@@ -214,7 +211,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64) ticket {
 		q := &g.quotas[i]
 		_, declared := c.of(q.name)
 		q.claim(now, ch[i], declared)
-		if d := q.pace(now, ch[i], g.onWire()); d > 0 && now.Add(d).After(next) {
+		if d := q.pace(now, ch[i], wire); d > 0 && now.Add(d).After(next) {
 			next = now.Add(d)
 		}
 	}
@@ -222,7 +219,6 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64) ticket {
 		next = now.Add(g.pace.step)
 	}
 	g.nextSend = next
-	return tk
 }
 
 func (g *gate) pauseUntil(until time.Time) {
@@ -235,49 +231,48 @@ func (g *gate) pauseUntil(until time.Time) {
 	g.paused, g.probe = true, true
 }
 
-// enter lets the request declaring c through the gate now, or queues it at
-// the priority ctx carries (WithPriority): then w is its place in the
-// queue, to wait on with wait.
+// enter lets the request declaring c through the gate now, writing its
+// ticket to tk, or queues it at the priority ctx carries (WithPriority):
+// then w is its place in the queue, to wait on with wait.
 // deadline (if non-zero) is the latest the request may wait until: if the
 // gate can tell its turn would come later, enter refuses it at once with a
 // *limiters.RejectedError whose RetryAfter says when its turn would come.
 // A request that charges a quota more than its limit fails at once with an
 // *ExceedsQuotaError.
-func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost) (tk ticket, w *gwaiter, err error) {
+func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticket) (w *gwaiter, err error) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		return ticket{}, nil, limiters.ErrClosed
+		return nil, limiters.ErrClosed
 	}
 	if g.q.Len() == 0 && g.quiet() {
 		// Nothing learned yet that could hold this request back: no need
 		// to read the clock.
 		var none [maxQuotas]int64
-		tk = g.sent(time.Time{}, c, &none)
+		g.sent(time.Time{}, c, &none, tk)
 		g.mu.Unlock()
-		return tk, nil, nil
+		return nil, nil
 	}
 	now := time.Now()
 	resumed := g.advance(now)
-	ch := g.charges(c)
-	if err := g.tooBig(&ch); err != nil {
+	var ch [maxQuotas]int64
+	ok, _, err := g.check(now, c, &ch)
+	if err != nil {
 		g.mu.Unlock()
 		g.report(resumed)
-		return ticket{}, nil, err
+		return nil, err
 	}
-	if g.q.Len() == 0 {
-		if ok, _ := g.ready(now, &ch); ok {
-			tk = g.sent(now, c, &ch)
-			g.mu.Unlock()
-			g.report(resumed)
-			return tk, nil, nil
-		}
+	if ok && g.q.Len() == 0 {
+		g.sent(now, c, &ch, tk)
+		g.mu.Unlock()
+		g.report(resumed)
+		return nil, nil
 	}
 	p := priorityOf(ctx)
 	if due := g.due(now, p); !deadline.IsZero() && !due.IsZero() && due.After(deadline) {
 		g.mu.Unlock()
 		g.report(resumed)
-		return ticket{}, nil, &limiters.RejectedError{
+		return nil, &limiters.RejectedError{
 			Limiter:    "server feedback",
 			RetryAfter: due.Sub(now),
 			Reason:     "the server paused or paced the partition",
@@ -289,26 +284,27 @@ func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost) (tk ticke
 	resumed = g.dispatch(now) || resumed
 	g.mu.Unlock()
 	g.report(resumed)
-	return ticket{}, w, nil
+	return w, nil
 }
 
 // wait waits for the gate to let w through, or for ctx to end. A waiter
 // whose ctx ends takes nothing with it: if it was let through at that very
 // moment, the admission is undone and the next waiter may go (the race of
 // go.dev/issue/63615).
-func (g *gate) wait(ctx context.Context, w *gwaiter) (ticket, error) {
+func (g *gate) wait(ctx context.Context, w *gwaiter, tk *ticket) error {
 	var resumed bool
 	err := g.q.Wait(ctx, &g.mu, w.w, func(granted, _ bool) {
 		if granted {
-			g.abortLocked(w.tk)
+			g.abortLocked(&w.tk)
 		}
 		resumed = g.q.Len() > 0 && g.dispatch(time.Now())
 	})
 	g.report(resumed)
 	if err != nil {
-		return ticket{}, err
+		return err
 	}
-	return w.tk, nil
+	*tk = w.tk
+	return nil
 }
 
 // report tells the observer that a pause ended, if one did.
@@ -385,20 +381,20 @@ func (g *gate) dispatch(now time.Time) (resumed bool) {
 			return resumed
 		}
 		w := h.Value.(*gwaiter)
-		ch := g.charges(w.cost)
-		if err := g.tooBig(&ch); err != nil {
+		var ch [maxQuotas]int64
+		ok, wake, err := g.check(now, w.cost, &ch)
+		if err != nil {
 			// Learned since it queued: the quota's limit is below its cost.
 			g.q.Fail(h, err)
 			continue
 		}
-		ok, wake := g.ready(now, &ch)
 		if !ok {
 			if !wake.IsZero() {
 				g.arm(wake.Sub(now))
 			}
 			return resumed
 		}
-		w.tk = g.sent(now, w.cost, &ch)
+		g.sent(now, w.cost, &ch, &w.tk)
 		g.q.Grant(h)
 	}
 	return resumed
@@ -420,7 +416,7 @@ func (g *gate) wake() {
 }
 
 // abort undoes an admission whose request was never sent.
-func (g *gate) abort(tk ticket) {
+func (g *gate) abort(tk *ticket) {
 	g.mu.Lock()
 	g.abortLocked(tk)
 	resumed := g.dispatch(time.Now())
@@ -428,8 +424,8 @@ func (g *gate) abort(tk ticket) {
 	g.report(resumed)
 }
 
-func (g *gate) abortLocked(tk ticket) {
-	g.settle(&tk)
+func (g *gate) abortLocked(tk *ticket) {
+	g.settle(tk)
 	if tk.probe {
 		g.probe = true
 	}
@@ -478,13 +474,13 @@ func read(resp *http.Response, body []byte, now time.Time) (a answer) {
 // gate is quiet and nobody waits: then nothing done does needs the time.
 // It reports whether it did; if not, the caller reads the clock and calls
 // done.
-func (g *gate) doneQuiet(tk ticket) bool {
+func (g *gate) doneQuiet(tk *ticket) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.q.Len() > 0 || !g.quiet() {
 		return false
 	}
-	g.settle(&tk)
+	g.settle(tk)
 	g.backoff = 0
 	g.okSince++
 	g.answered++
@@ -494,12 +490,12 @@ func (g *gate) doneQuiet(tk ticket) bool {
 // done learns from the answer to a request the gate let through (a is
 // nil after a transport error). It returns the end of a pause the answer
 // began, or zero.
-func (g *gate) done(tk ticket, a *answer, now time.Time) time.Time {
+func (g *gate) done(tk *ticket, a *answer, now time.Time) time.Time {
 	g.mu.Lock()
-	g.settle(&tk)
+	g.settle(tk)
 	var paused time.Time
 	if a != nil {
-		paused = g.learn(&tk, a, now)
+		paused = g.learn(tk, a, now)
 	}
 	resumed := g.dispatch(now)
 	g.mu.Unlock()

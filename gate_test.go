@@ -40,24 +40,26 @@ func TestGateWaitCancelledAsLetThrough(t *testing.T) {
 			g := &gate{key: "api.test", maxPause: time.Minute}
 			// A 429 with Retry-After: 1 pauses the partition; after it, the
 			// first request through probes alone.
-			tk, w, err := g.enter(context.Background(), time.Time{}, nil)
+			var tk ticket
+			w, err := g.enter(context.Background(), time.Time{}, nil, &tk)
 			require.NoError(t, err)
 			require.Nil(t, w)
-			g.done(tk, answerOf(&http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}), time.Now())
+			g.done(&tk, answerOf(&http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}), time.Now())
 			time.Sleep(time.Second)
-			probe, w, err := g.enter(context.Background(), time.Time{}, nil)
+			var probe ticket
+			w, err = g.enter(context.Background(), time.Time{}, nil, &probe)
 			require.NoError(t, err)
 			require.Nil(t, w, "the probe goes at once")
-			_, w, err = g.enter(context.Background(), time.Time{}, nil)
+			w, err = g.enter(context.Background(), time.Time{}, nil, new(ticket))
 			require.NoError(t, err)
 			require.NotNil(t, w, "the next waits for the probe's answer")
 
 			ctx, cancel := context.WithCancel(context.Background())
 			hc := &hookCtx{Context: ctx, hook: func() {
 				cancel()
-				g.done(probe, answerOf(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}}), time.Now())
+				g.done(&probe, answerOf(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}}), time.Now())
 			}}
-			_, err = g.wait(hc, w)
+			err = g.wait(hc, w, new(ticket))
 			assert.ErrorIs(t, err, context.Canceled)
 
 			g.mu.Lock()
@@ -65,7 +67,7 @@ func TestGateWaitCancelledAsLetThrough(t *testing.T) {
 			g.mu.Unlock()
 			assert.Zero(t, inflight, "the admission was given back")
 			assert.Nil(t, head)
-			_, w, err = g.enter(context.Background(), time.Time{}, nil)
+			w, err = g.enter(context.Background(), time.Time{}, nil, new(ticket))
 			require.NoError(t, err)
 			assert.Nil(t, w, "the next request goes at once")
 		})

@@ -16,9 +16,9 @@ const maxQuotas = 8
 // queries change nothing; apply, claim and unclaim do.
 type quota struct {
 	name  string
-	unit  string // headers.Quota.Unit
-	limit int64  // -1: the server did not say
-	known bool   // rmin, at, reset and full hold the server's word
+	unit  unitKind // what headers.Quota.Unit says q counts
+	limit int64    // -1: the server did not say
+	known bool     // rmin, at, reset and full hold the server's word
 
 	rmin    int64     // the least the server said remains, as of at
 	ver     int64     // the gate's answer count when rmin was set
@@ -42,15 +42,35 @@ type quota struct {
 	said   time.Time // the reset the server last wrote, as it wrote it
 }
 
+// unitKind is what a quota counts, as far as the gate cares: read once from
+// headers.Quota.Unit when an answer is applied, not compared as a string on
+// every request.
+type unitKind uint8
+
+const (
+	unitRequests   unitKind = iota // "requests", or nothing said
+	unitConcurrent                 // "concurrent-requests": requests in flight
+	unitOther                      // tokens, points, bytes...
+)
+
+// unitOf reads a headers.Quota.Unit.
+func unitOf(u string) unitKind {
+	switch u {
+	case "", "requests":
+		return unitRequests
+	case "concurrent-requests":
+		return unitConcurrent
+	}
+	return unitOther
+}
+
 // countsRequests reports whether every request spends one unit of q unless
 // it declares otherwise: q counts requests, or nothing says what it counts.
-func (q *quota) countsRequests() bool {
-	return q.unit == "" || q.unit == "requests" || q.unit == "concurrent-requests"
-}
+func (q *quota) countsRequests() bool { return q.unit != unitOther }
 
 // concurrent reports whether q is a limit on requests in flight (the IETF
 // draft's concurrent-requests unit).
-func (q *quota) concurrent() bool { return q.unit == "concurrent-requests" }
+func (q *quota) concurrent() bool { return q.unit == unitConcurrent }
 
 // charge is what a request declaring c spends of q: its declared cost;
 // else 1 if q counts requests; else, for a quota named "tokens", the sum of
@@ -244,9 +264,7 @@ var refillKeys = [...]string{
 // it, guessed when it is our guess. It reports whether the quota is at
 // zero with a window reset to pause until.
 func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, guessed bool, ver int64, now time.Time) {
-	if q.unit != s.Unit {
-		q.unit = s.Unit
-	}
+	q.unit = unitOf(s.Unit)
 	q.limit = s.Limit
 	if q.concurrent() {
 		q.known = q.limit > 0

@@ -272,9 +272,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		for {
 			var w *gwaiter
 			var err error
-			tk, w, err = g.enter(req.Context(), b.deadline, c)
+			w, err = g.enter(req.Context(), b.deadline, c, &tk)
 			if err == nil && w != nil {
-				tk, err = g.wait(b.waitCtx(), w)
+				err = g.wait(b.waitCtx(), w, &tk)
 			}
 			if err != nil {
 				return nil, t.refuse(req, key, b.explain(err, key, "the server paused or paced the partition"))
@@ -283,7 +283,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				break
 			}
 			var ok bool
-			if ok, claim = t.coordinate(req.Context(), own, tk); ok {
+			if ok, claim = t.coordinate(req.Context(), own, &tk); ok {
 				break
 			}
 		}
@@ -291,10 +291,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	n := t.permits(c)
 	if err := t.acquire(key, &b, n); err != nil {
 		if g != nil {
-			g.abort(tk)
+			g.abort(&tk)
 		}
 		if claim.Seq > 0 {
-			t.share(own, ticket{}, claim, nil, time.Time{}) // never sent: the claim goes back
+			t.share(own, &ticket{}, claim, nil, time.Time{}) // never sent: the claim goes back
 		}
 		return nil, t.refuse(req, key, b.explain(err, key, ""))
 	}
@@ -304,7 +304,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.base.RoundTrip(req)
 	if g != nil {
-		t.learn(own, g, req, r, routed, tk, claim, resp)
+		t.learn(own, g, req, r, routed, &tk, claim, resp)
 	}
 	if err != nil {
 		t.release(key, n)
@@ -334,7 +334,7 @@ func (t *Transport) routeOf(req *http.Request) route {
 // bucket), else in g. r is req's route if routed; else it is worked out
 // only if the answer names a bucket. claim is the request's unit of the
 // fleet's shared quota (feedback.go), if any.
-func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk ticket, claim Grant, resp *http.Response) {
+func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk *ticket, claim Grant, resp *http.Response) {
 	if resp != nil && resp.StatusCode < 400 && t.store == nil && !g.heard.Load() {
 		// A partition whose answers have said nothing of rate limits:
 		// most never will, and a success that says nothing needs no

@@ -104,7 +104,7 @@ func TestReorderedAnswersNeverRaiseTheCount(t *testing.T) {
 			h.Set("X-RateLimit-Limit", "100")
 			h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
 			h.Set("X-RateLimit-Reset-After", resetAfter)
-			g.done(tk, answerOf(&http.Response{StatusCode: http.StatusOK, Header: h}), time.Now())
+			g.done(&tk, answerOf(&http.Response{StatusCode: http.StatusOK, Header: h}), time.Now())
 		}
 		avail := func() int64 {
 			g.mu.Lock()
@@ -112,7 +112,8 @@ func TestReorderedAnswersNeverRaiseTheCount(t *testing.T) {
 			return g.quotas[0].avail(time.Now(), g.onWire())
 		}
 		send := func() ticket {
-			tk, w, err := g.enter(context.Background(), time.Time{}, nil)
+			var tk ticket
+			w, err := g.enter(context.Background(), time.Time{}, nil, &tk)
 			require.NoError(t, err)
 			require.Nil(t, w, "a request goes at once")
 			return tk
