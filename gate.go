@@ -138,14 +138,16 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wake time.Time, err error) {
 	// decided: a pause, or a probe on the wire, or a quota only an answer
 	// frees, holds the request; the quotas left are only charged.
+	// (A zero time is tested first: comparing a time read from the clock
+	// with one that carries no monotonic reading takes the long way.)
 	decided := true
 	switch {
-	case now.Before(g.pausedUntil):
+	case !g.pausedUntil.IsZero() && now.Before(g.pausedUntil):
 		wake = g.pausedUntil
 	case g.probing:
 	default:
 		decided, wake = false, now
-		if now.Before(g.nextSend) {
+		if !g.nextSend.IsZero() && now.Before(g.nextSend) {
 			wake = g.nextSend
 		}
 	}
@@ -297,7 +299,7 @@ func (g *gate) wait(ctx context.Context, w *gwaiter, tk *ticket) error {
 		if granted {
 			g.abortLocked(&w.tk)
 		}
-		resumed = g.q.Len() > 0 && g.dispatch(time.Now())
+		resumed = g.dispatch(time.Now())
 	})
 	g.report(resumed)
 	if err != nil {
@@ -371,9 +373,14 @@ func (g *gate) due(now time.Time, p int) time.Time {
 }
 
 // dispatch lets waiters through from the head while the gate allows and
-// arms the timer for the next look. It reports whether a pause ended. g.mu
-// must be held.
+// arms the timer for the next look. It reports whether a pause ended. With
+// nobody waiting it does nothing: the next request's enter brings the gate
+// up to date (advance) when it needs to be.
+// g.mu must be held.
 func (g *gate) dispatch(now time.Time) (resumed bool) {
+	if g.q.Len() == 0 {
+		return false
+	}
 	resumed = g.advance(now)
 	for !g.closed {
 		h := g.q.Head()
