@@ -614,7 +614,6 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	var until time.Time
 	learned := false
-	horizon := now.Add(g.maxPause) // no reset is trusted further ahead
 	for i := range a.info.Quotas {
 		s := &a.info.Quotas[i]
 		if s.Remaining < 0 && s.Unit != "concurrent-requests" {
@@ -626,7 +625,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 		reset, guessed := s.Reset, false
 		if a.refill && !reset.IsZero() {
-			reset = minTime(reset, horizon)
+			reset = g.within(reset, now)
 		}
 		if !a.refill {
 			reset = g.resetFor(s, now)
@@ -635,7 +634,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 					if !a.far.reset {
 						continue
 					}
-					reset = horizon
+					reset = now.Add(g.maxPause)
 				}
 			} else if !reset.IsZero() && !reset.After(now) {
 				// Some remain, but the reset is stale or rounded down to
@@ -643,7 +642,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 				reset, guessed = now.Add(notYet), true
 			}
 			if !reset.IsZero() {
-				reset = minTime(reset, horizon)
+				reset = g.within(reset, now)
 			}
 		}
 		if reset.IsZero() && !a.refill && s.Unit != "concurrent-requests" {
@@ -677,6 +676,17 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		return g.pausedUntil
 	}
 	return time.Time{}
+}
+
+// within is t, or the horizon now+maxPause if t lies beyond it: no reset
+// is trusted further ahead. Whole seconds are compared first: adding to a
+// time read from the clock, and comparing it with one parsed from a
+// header, cost more than most resets, well within, need.
+func (g *gate) within(t, now time.Time) time.Time {
+	if t.Unix() < now.Unix()+int64(g.maxPause/time.Second)-1 {
+		return t
+	}
+	return minTime(t, now.Add(g.maxPause))
 }
 
 // slidingStep is one pace step of a sliding window (quota.sliding) that a
