@@ -92,9 +92,8 @@ func lowerNames() []string {
 		"x-hubspot-ratelimit-", "policy", "limit", "remaining", "reset", "resettime", "observed", "name",
 		"limit-", "remaining-", "reset-", "-limit", "-remaining", "-reset",
 	}
-	for _, f := range xFields {
-		names = append(names, f.field)
-	}
+	names = append(names, "used", "limit", "reset", "scope", "bucket", "resource", "fillrate",
+		"remaining", "reset-after", "interval-seconds") // xFixed's
 	for _, f := range hubSpotFields {
 		names = append(names, f.field)
 	}

@@ -223,12 +223,8 @@ func draftField(s string) kind {
 
 // xField classifies the part of an X-RateLimit-* name after the prefix.
 func xField(s string) (kind, family, string) {
-	if len(s) < 64 && xLengths&(1<<len(s)) != 0 {
-		for _, f := range xFields {
-			if equalLower(s, f.field) {
-				return f.kind, 0, ""
-			}
-		}
+	if kd := xFixed(s); kd != kindNone {
+		return kd, 0, ""
 	}
 	if kd, fam, name := prefixed(s, famX); kd != kindNone {
 		return kd, fam, name
@@ -242,32 +238,48 @@ func xField(s string) (kind, family, string) {
 	return kindNone, 0, ""
 }
 
-// xFields are the fixed names of the X-RateLimit-* family, after the
-// prefix.
-var xFields = [...]struct {
-	field string
-	kind  kind
-}{
-	{"limit", kindXLimit},
-	{"remaining", kindXRemaining},
-	{"reset", kindXReset},
-	{"reset-after", kindXResetAfter},
-	{"used", kindXUsed},
-	{"resource", kindXResource},
-	{"bucket", kindXBucket},
-	{"scope", kindXScope},
-	{"interval-seconds", kindXInterval},
-	{"fillrate", kindXFillRate},
-}
-
-// xLengths has bit n set when an xFields name is n bytes long: most names
-// that are none of them skip the loop.
-var xLengths = func() (m uint64) {
-	for _, f := range xFields {
-		m |= 1 << len(f.field)
+// xFixed returns the kind of s, the part of an X-RateLimit-* name after
+// the prefix, if s is one of the family's fixed fields, and kindNone if
+// not. Its length, and for some lengths its first letter, leave one field
+// to compare with.
+func xFixed(s string) kind {
+	var (
+		field string
+		kd    kind
+	)
+	switch len(s) {
+	case len("used"):
+		field, kd = "used", kindXUsed
+	case len("limit"): // reset, scope
+		switch s[0] | 0x20 {
+		case 'l':
+			field, kd = "limit", kindXLimit
+		case 'r':
+			field, kd = "reset", kindXReset
+		default:
+			field, kd = "scope", kindXScope
+		}
+	case len("bucket"):
+		field, kd = "bucket", kindXBucket
+	case len("resource"): // fillrate
+		field, kd = "resource", kindXResource
+		if s[0]|0x20 == 'f' {
+			field, kd = "fillrate", kindXFillRate
+		}
+	case len("remaining"):
+		field, kd = "remaining", kindXRemaining
+	case len("reset-after"):
+		field, kd = "reset-after", kindXResetAfter
+	case len("interval-seconds"):
+		field, kd = "interval-seconds", kindXInterval
+	default:
+		return kindNone
 	}
-	return m
-}()
+	if !equalLower(s, field) {
+		return kindNone
+	}
+	return kd
+}
 
 // namedParts are the fields of a named quota, as header names spell them.
 var namedParts = [...]struct {

@@ -119,6 +119,11 @@ func trim(s string) string {
 // ParseFloat's "Inf", "1e9" and "0x1p3" never reach the caller.
 func parseDec(s string) (whole, frac int64, ok bool) {
 	i := 0
+	if len(s) >= 8 {
+		if v, ok := eightDigits(load64(s)); ok {
+			whole, i = int64(v), 8
+		}
+	}
 	for ; i < len(s) && isDigit(s[i]); i++ {
 		if i == 18 { // would overflow int64
 			return 0, 0, false
@@ -143,6 +148,22 @@ func parseDec(s string) (whole, frac int64, ok bool) {
 		scale /= 10
 	}
 	return whole, frac, true
+}
+
+// eightDigits returns the number the eight bytes of x (a word load64
+// made) write in decimal, if they are all ASCII digits: all eight at once,
+// for the long numbers of epoch resets and large limits.
+func eightDigits(x uint64) (uint64, bool) {
+	// A byte is a digit when its high nibble is 3 and adding 6 keeps it 3
+	// (no byte can carry into the next without failing the first test).
+	const ones = 0x0101010101010101
+	if x&(0xf0*ones)|(x+0x06*ones)&(0xf0*ones)>>4 != 0x33*ones {
+		return 0, false
+	}
+	x -= '0' * ones
+	x = (x * (10<<8 + 1)) >> 8 & 0x00ff00ff00ff00ff    // pairs of digits, in 16 bits each
+	x = (x * (100<<16 + 1)) >> 16 & 0x0000ffff0000ffff // fours, in 32 bits each
+	return (x * (10000<<32 + 1)) >> 32, true           // all eight
 }
 
 // parseCount parses a count such as a limit or a remaining number. A
