@@ -283,9 +283,9 @@ func shortcutCases(n int) [][][]string {
 // most of them.
 func TestShortcuts(t *testing.T) {
 	shortcut(t, "positional", 10, func(c [][]string) (bool, []Quota, []Quota) {
-		p := positional{c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]}
-		_, taken := p.single()
-		return taken, appendRows(nil, &p, now), appendPositional(nil, &p, now)
+		p := positional{c[0], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]}
+		taken := c[1] == nil && p.single(&row{})
+		return taken, appendRows(nil, &p, c[1], now), appendPositional(nil, &p, c[1], now)
 	})
 	for _, fam := range []family{famX, famAnthropic, famAzure, famAI, famHubSpot} {
 		for _, name := range []string{"requests", "minute", "daily", "resource"} {

@@ -70,34 +70,44 @@ const (
 	kindPolicy    // RateLimit-Policy
 	kindRateLimit // RateLimit
 
-	// Earlier IETF drafts, and GitLab.
-	kindDraftLimit     // RateLimit-Limit
-	kindDraftRemaining // RateLimit-Remaining
-	kindDraftReset     // RateLimit-Reset
-	kindDraftResetTime // RateLimit-ResetTime (GitLab)
-	kindDraftObserved  // RateLimit-Observed (GitLab)
-	kindDraftName      // RateLimit-Name (GitLab)
-
-	// X-RateLimit-* and x-rate-limit-*.
-	kindXLimit      // X-RateLimit-Limit
-	kindXRemaining  // X-RateLimit-Remaining
-	kindXReset      // X-RateLimit-Reset
-	kindXResetAfter // X-RateLimit-Reset-After (Discord)
-	kindXUsed       // X-RateLimit-Used (GitHub, Reddit)
-	kindXResource   // X-RateLimit-Resource (GitHub)
-	kindXBucket     // X-RateLimit-Bucket (Discord)
-	kindXScope      // X-RateLimit-Scope (Discord)
-	kindXInterval   // X-RateLimit-Interval-Seconds (Jira)
-	kindXFillRate   // X-RateLimit-FillRate (Jira)
+	kindXBucket // X-RateLimit-Bucket (Discord): the name, if no Resource
+	kindXScope  // X-RateLimit-Scope (Discord): the name, if neither
 
 	kindShopify    // X-Shopify-Shop-Api-Call-Limit
 	kindSalesforce // Sforce-Limit-Info
 	kindAge        // Age: a positive one means the response came from a cache
 
-	numStatic
+	// The two positional families follow, numPos kinds each, in the order
+	// of a row's fields, so that their lines gathered are a row's lines.
+	kindDraft // RateLimit-<field>: earlier IETF drafts, and GitLab
+)
 
-	// Named kinds: the order is the index into named.fields.
-	kindNamedLimit
+// The fields of the positional families. The kinds no header name has
+// (RateLimit-Reset-After, X-RateLimit-ResetTime...) are never gathered.
+const (
+	kindDraftLimit     = kindDraft + posLimit     // RateLimit-Limit
+	kindDraftRemaining = kindDraft + posRemaining // RateLimit-Remaining
+	kindDraftReset     = kindDraft + posReset     // RateLimit-Reset
+	kindDraftResetTime = kindDraft + posResetTime // RateLimit-ResetTime (GitLab)
+	kindDraftObserved  = kindDraft + posUsed      // RateLimit-Observed (GitLab)
+	kindDraftName      = kindDraft + posName      // RateLimit-Name (GitLab)
+
+	kindX           = kindDraft + numPos    // X-RateLimit-<field> and x-rate-limit-<field>
+	kindXLimit      = kindX + posLimit      // X-RateLimit-Limit
+	kindXRemaining  = kindX + posRemaining  // X-RateLimit-Remaining
+	kindXReset      = kindX + posReset      // X-RateLimit-Reset
+	kindXResetAfter = kindX + posResetAfter // X-RateLimit-Reset-After (Discord)
+	kindXUsed       = kindX + posUsed       // X-RateLimit-Used (GitHub, Reddit)
+	kindXResource   = kindX + posName       // X-RateLimit-Resource (GitHub)
+	kindXInterval   = kindX + posInterval   // X-RateLimit-Interval-Seconds (Jira)
+	kindXFillRate   = kindX + posFillRate   // X-RateLimit-FillRate (Jira)
+
+	numStatic = kindX + numPos
+)
+
+// Named kinds: the order is the index into named.fields.
+const (
+	kindNamedLimit = numStatic + iota
 	kindNamedRemaining
 	kindNamedReset
 	kindNamedWindow
@@ -504,32 +514,15 @@ func Parse(h http.Header, now time.Time) Info {
 // the order Info.Quotas says.
 func appendQuotas(qs []Quota, st *[numStatic][]string, nd []named, now time.Time) []Quota {
 	qs = appendIETF(qs, st[kindPolicy], st[kindRateLimit], now)
-	qs = appendPositional(qs, &positional{
-		limit:     st[kindDraftLimit],
-		policy:    st[kindPolicy],
-		remaining: st[kindDraftRemaining],
-		reset:     st[kindDraftReset],
-		resetTime: st[kindDraftResetTime],
-		used:      st[kindDraftObserved],
-		name:      st[kindDraftName],
-	}, now)
-	name := st[kindXResource]
-	if name == nil {
-		name = st[kindXBucket]
+	qs = appendPositional(qs, (*positional)(st[kindDraft:]), st[kindPolicy], now)
+	x := (*positional)(st[kindX:])
+	if x[posName] == nil {
+		x[posName] = st[kindXBucket]
 	}
-	if name == nil {
-		name = st[kindXScope]
+	if x[posName] == nil {
+		x[posName] = st[kindXScope]
 	}
-	qs = appendPositional(qs, &positional{
-		limit:      st[kindXLimit],
-		remaining:  st[kindXRemaining],
-		reset:      st[kindXReset],
-		resetAfter: st[kindXResetAfter],
-		used:       st[kindXUsed],
-		name:       name,
-		interval:   st[kindXInterval],
-		fillRate:   st[kindXFillRate],
-	}, now)
+	qs = appendPositional(qs, x, nil, now)
 	for i := range nd {
 		qs = appendNamed(qs, &nd[i], now)
 	}
@@ -549,45 +542,63 @@ func (q *Quota) known() bool {
 	return q.Limit >= 0 || q.Remaining >= 0 || !q.Reset.IsZero() || q.Window > 0
 }
 
-// positional holds a family of separate fields whose members pair up by
-// position: the first limit goes with the first remaining, and so on.
-type positional struct {
-	limit, policy, remaining, reset, resetAfter, resetTime []string
-	used, name, interval, fillRate                         []string
-}
+// positional holds the lines of a family of separate fields whose members
+// pair up by position: the first limit goes with the first remaining, and
+// so on. It is indexed by the pos constants.
+type positional [numPos][]string
 
-// appendPositional appends the quotas of p to qs.
-func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
-	if p.limit == nil && p.remaining == nil && p.reset == nil &&
-		p.resetAfter == nil && p.resetTime == nil && p.used == nil {
+// The fields of a positional family, as they index positional and
+// row.members.
+const (
+	posLimit = iota
+	posRemaining
+	posReset
+	posResetAfter
+	posResetTime
+	posUsed
+	posName
+	posInterval
+	posFillRate
+	numPos
+)
+
+// appendPositional appends the quotas of p to qs. policy holds the lines
+// of a RateLimit-Policy that lends windows to p's limits.
+func appendPositional(qs []Quota, p *positional, policy []string, now time.Time) []Quota {
+	if p[posLimit] == nil && p[posRemaining] == nil && p[posReset] == nil &&
+		p[posResetAfter] == nil && p[posResetTime] == nil && p[posUsed] == nil {
 		return qs
 	}
-	if r, ok := p.single(); ok {
+	var r row
+	if policy == nil && p.single(&r) {
 		return appendRow(qs, &r, now)
 	}
-	return appendRows(qs, p, now)
+	return appendRows(qs, p, policy, now)
 }
 
 // appendRows is appendPositional for any p: it walks the lists of every
 // field, pairing their members by position.
-func appendRows(qs []Quota, p *positional, now time.Time) []Quota {
+func appendRows(qs []Quota, p *positional, policy []string, now time.Time) []Quota {
 	var limits [2]limitMember
-	ls := parseLimits(limits[:0], p.limit, p.policy)
-	rem, rst, ra := members{lines: p.remaining}, members{lines: p.reset}, members{lines: p.resetAfter}
-	rt, used, nm := members{lines: p.resetTime}, members{lines: p.used}, members{lines: p.name}
-	iv, fr := members{lines: p.interval}, members{lines: p.fillRate}
+	ls := parseLimits(limits[:0], p[posLimit], policy)
+	var ms [numPos]members
+	for i, lines := range p {
+		ms[i].lines = lines
+	}
 	for i := 0; ; i++ {
-		r := row{
-			limit:     limitMember{limit: -1},
-			remaining: rem.next(), reset: rst.next(), resetAfter: ra.next(), resetTime: rt.next(), used: used.next(),
+		r := row{limit: limitMember{limit: -1}}
+		for f := posRemaining; f <= posUsed; f++ {
+			r.members[f] = ms[f].next()
 		}
-		if i >= len(ls) && r.remaining == "" && r.reset == "" && r.resetAfter == "" && r.resetTime == "" && r.used == "" {
+		if i >= len(ls) && r.members == [numPos]string{} {
 			return qs
 		}
 		if i < len(ls) {
 			r.limit = ls[i]
 		}
-		r.name, r.interval, r.fillRate = nm.next(), iv.next(), fr.next()
+		for f := posName; f < numPos; f++ {
+			r.members[f] = ms[f].next()
+		}
 		qs = appendRow(qs, &r, now)
 	}
 }
@@ -596,35 +607,26 @@ func appendRows(qs []Quota, p *positional, now time.Time) []Quota {
 // when there is none) and the members of the other fields, "" where a
 // field has none.
 type row struct {
-	limit                                   limitMember
-	remaining, reset, resetAfter, resetTime string
-	used, name, interval, fillRate          string
+	limit   limitMember
+	members [numPos]string // by the pos constants; members[posLimit] is unused
 }
 
-// single returns p's only row when no field has more than one line or a
-// comma, and the limit has no parameters and no policy to look up: what
-// most responses send, read without walking lists.
-func (p *positional) single() (row, bool) {
-	if p.policy != nil {
-		return row{}, false
-	}
-	var m [9]string
-	for i, lines := range [...][]string{
-		p.limit, p.remaining, p.reset, p.resetAfter, p.resetTime, p.used, p.name, p.interval, p.fillRate,
-	} {
+// single reads p's only row into r when no field has more than one line or
+// a comma and the limit has no parameters: what most responses send, read
+// without walking lists. It reports whether it did.
+func (p *positional) single(r *row) bool {
+	for i, lines := range p {
 		var ok bool
-		if m[i], ok = onlyMember(lines); !ok {
-			return row{}, false
+		if r.members[i], ok = onlyMember(lines); !ok {
+			return false
 		}
 	}
-	if strings.IndexByte(m[0], ';') >= 0 {
-		return row{}, false
+	if strings.IndexByte(r.members[posLimit], ';') >= 0 {
+		return false
 	}
-	return row{
-		limit:     limitMember{limit: parseCount(m[0])},
-		remaining: m[1], reset: m[2], resetAfter: m[3], resetTime: m[4],
-		used: m[5], name: m[6], interval: m[7], fillRate: m[8],
-	}, true
+	r.limit = limitMember{limit: parseCount(r.members[posLimit])}
+	r.members[posLimit] = ""
+	return true
 }
 
 // onlyMember returns the member of lines, trimmed ("" when it has none),
@@ -651,24 +653,24 @@ func oneLine(lines []string) (m string, ok bool) {
 func appendRow(qs []Quota, r *row, now time.Time) []Quota {
 	// Docker Hub puts the window on the remaining count too:
 	// "ratelimit-remaining: 76;w=21600".
-	rem, params, _ := strings.Cut(r.remaining, ";")
-	q := Quota{Name: r.name, Limit: r.limit.limit, Remaining: parseCount(rem), Window: r.limit.window}
+	rem, params, _ := strings.Cut(r.members[posRemaining], ";")
+	q := Quota{Name: r.members[posName], Limit: r.limit.limit, Remaining: parseCount(rem), Window: r.limit.window}
 	if q.Window == 0 {
 		q.Window = windowParam(params)
 	}
-	if u := parseCount(r.used); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
+	if u := parseCount(r.members[posUsed]); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
 		q.Remaining = max(q.Limit-u, 0)
 	}
 	// Reset-After is relative, so immune to clock skew: prefer it.
-	if d, ok := parseSeconds(r.resetAfter); ok {
+	if d, ok := parseSeconds(r.members[posResetAfter]); ok {
 		q.Reset = now.Add(d)
-	} else if t, ok := parseReset(r.reset, now); ok {
+	} else if t, ok := parseReset(r.members[posReset], now); ok {
 		q.Reset = t
-	} else if t, ok := parseReset(r.resetTime, now); ok {
+	} else if t, ok := parseReset(r.members[posResetTime], now); ok {
 		q.Reset = t
 	}
 	if q.Window == 0 {
-		q.Window = refillWindow(q.Limit, r.interval, r.fillRate)
+		q.Window = refillWindow(q.Limit, r.members[posInterval], r.members[posFillRate])
 	}
 	if q.known() {
 		qs = append(qs, q)
