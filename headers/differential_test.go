@@ -160,3 +160,70 @@ func FuzzParseMatchesRef(f *testing.F) {
 		matchesRef(t, http.Header{a: {b}, strings.ToLower(a): {a}})
 	})
 }
+
+// TestEqualFold holds the word-wise equalFold to the frozen byte-wise
+// equalFoldRef: every pair of bytes, at every position of strings of every
+// length up to 17, in a string of letters.
+func TestEqualFold(t *testing.T) {
+	base := "AbCdEfGhIjKlMnOpQ"
+	for n := 1; n <= len(base); n++ {
+		for i := range n {
+			for x := range 256 {
+				for y := range 256 {
+					a := base[:i] + string([]byte{byte(x)}) + base[i+1:n]
+					b := strings.ToLower(base[:i]) + string([]byte{byte(y)}) + strings.ToUpper(base[i+1:n])
+					if equalFold(a, b) != equalFoldRef(a, b) {
+						t.Fatalf("equalFold(%q, %q) = %v", a, b, !equalFoldRef(a, b))
+					}
+				}
+			}
+		}
+	}
+}
+
+func FuzzEqualFold(f *testing.F) {
+	f.Add("Requests", "requests")
+	f.Add("Input-Tokens", "input-tokenS")
+	f.Add("\xc3\x89x", "\xc3\xa9x")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if equalFold(a, b) != equalFoldRef(a, b) {
+			t.Fatalf("equalFold(%q, %q) = %v", a, b, !equalFoldRef(a, b))
+		}
+		if !equalFold(a, strings.ToUpper(a)) && equalFoldRef(a, strings.ToUpper(a)) {
+			t.Fatalf("equalFold(%q, upper) is false", a)
+		}
+	})
+}
+
+// TestParseDec holds parseDec, which reads four or eight digits at once, to
+// the frozen parseDecRef on numbers of every length and with a stray byte
+// at every position.
+func TestParseDec(t *testing.T) {
+	digits := "12345678901234567890123"
+	for n := 0; n <= len(digits); n++ {
+		for i := 0; i <= n; i++ {
+			for _, c := range []byte{'.', '/', ':', '0', '9', 'a', ' ', 0x80 + '3'} {
+				for _, s := range []string{digits[:n], digits[:i] + string([]byte{c}) + digits[i:n]} {
+					w, f, ok := parseDec(s)
+					rw, rf, rok := parseDecRef(s)
+					if w != rw || f != rf || ok != rok {
+						t.Fatalf("parseDec(%q) = %d, %d, %v; want %d, %d, %v", s, w, f, ok, rw, rf, rok)
+					}
+				}
+			}
+		}
+	}
+}
+
+func FuzzParseDec(f *testing.F) {
+	for _, s := range fuzzValues {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		w, fr, ok := parseDec(s)
+		rw, rf, rok := parseDecRef(s)
+		if w != rw || fr != rf || ok != rok {
+			t.Fatalf("parseDec(%q) = %d, %d, %v; want %d, %d, %v", s, w, fr, ok, rw, rf, rok)
+		}
+	})
+}

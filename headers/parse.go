@@ -181,10 +181,13 @@ func classify(k string) (kind, family, string) {
 func xPrefixed(k string) (kind, family, string) {
 	switch k[2] | 0x20 {
 	case 'r':
-		switch {
-		case hasPrefixLower(k, "x-ratelimit-"):
+		// "x-ratelimit-" as two words whose constants fold: cheaper than
+		// hasPrefixLower, for the prefix most rate-limit fields have.
+		if len(k) >= len("x-ratelimit-") &&
+			foldMatch(load64(k), load64("x-rateli")) && foldMatch(load32(k[8:]), load32("mit-")) {
 			return xField(k[len("X-RateLimit-"):])
-		case hasPrefixLower(k, "x-rate-limit-"):
+		}
+		if hasPrefixLower(k, "x-rate-limit-") {
 			return xField(k[len("X-Rate-Limit-"):])
 		}
 	case 'm':
@@ -314,8 +317,10 @@ func prefixed(s string, fam family) (kind, family, string) {
 		if hasPrefixLower(s, "limit-") {
 			kd, n = kindNamedLimit, len("limit-")
 		}
-	case hasPrefixLower(s, "remaining-"):
-		kd, n = kindNamedRemaining, len("remaining-")
+	case len(s) > 2 && s[2]|0x20 == 'm': // not reset-
+		if hasPrefixLower(s, "remaining-") {
+			kd, n = kindNamedRemaining, len("remaining-")
+		}
 	case hasPrefixLower(s, "reset-"):
 		kd, n = kindNamedReset, len("reset-")
 	}

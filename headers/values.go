@@ -79,27 +79,46 @@ func load32(s string) uint64 {
 }
 
 // equalFold is strings.EqualFold for ASCII, which field names are (RFC 9110
-// tokens); a non-ASCII byte only ever equals itself.
+// tokens); a non-ASCII byte only ever equals itself. It compares words of
+// four or eight bytes, as hasPrefixLower does.
 func equalFold(a, b string) bool {
-	if len(a) != len(b) {
+	n := len(a)
+	switch {
+	case n != len(b):
 		return false
+	case n >= 8:
+		for i := 0; i < n-8; i += 8 {
+			if !foldEqual(load64(a[i:]), load64(b[i:])) {
+				return false
+			}
+		}
+		return foldEqual(load64(a[n-8:]), load64(b[n-8:]))
+	case n >= 4:
+		return foldEqual(load32(a), load32(b)) && foldEqual(load32(a[n-4:]), load32(b[n-4:]))
 	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if x == y {
-			continue
-		}
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
+	for i := range n {
+		if !foldEqual(uint64(a[i]), uint64(b[i])) {
 			return false
 		}
 	}
 	return true
+}
+
+// foldEqual reports whether the bytes of x and y are equal, ignoring ASCII
+// case.
+func foldEqual(x, y uint64) bool {
+	return x == y || lower64(x) == lower64(y)
+}
+
+// lower64 returns the bytes of x with the ASCII capitals 'A' to 'Z' in
+// lower case, and every other byte as it is.
+func lower64(x uint64) uint64 {
+	const ones = 0x0101010101010101
+	// Below 0x80, adding 0x3f sets a byte's top bit from 'A' up and adding
+	// 0x25 from '[' up, with no carry into the next byte.
+	t := x &^ (0x80 * ones)
+	upper := (t + 0x3f*ones) &^ (t + 0x25*ones) &^ x & (0x80 * ones)
+	return x | upper>>2
 }
 
 // trim removes the optional whitespace HTTP allows around a value.
@@ -119,9 +138,14 @@ func trim(s string) string {
 // ParseFloat's "Inf", "1e9" and "0x1p3" never reach the caller.
 func parseDec(s string) (whole, frac int64, ok bool) {
 	i := 0
-	if len(s) >= 8 {
+	switch {
+	case len(s) >= 8:
 		if v, ok := eightDigits(load64(s)); ok {
 			whole, i = int64(v), 8
+		}
+	case len(s) >= 4: // the first four after "0000"
+		if v, ok := eightDigits(load32(s)<<32 | 0x30303030); ok {
+			whole, i = int64(v), 4
 		}
 	}
 	for ; i < len(s) && isDigit(s[i]); i++ {
