@@ -243,7 +243,7 @@ func xField(s string) (kind, family, string) {
 		return kd, fam, name
 	}
 	// Linear: X-RateLimit-Requests-Limit, X-RateLimit-Complexity-Reset.
-	for _, p := range namedParts {
+	for _, p := range namedParts[:] {
 		if n := len(s) - len(p.part) - 1; n > 0 && s[n] == '-' && equalLower(s[n+1:], p.part) {
 			return p.kind, famX, s[:n]
 		}
@@ -335,7 +335,7 @@ func prefixed(s string, fam family) (kind, family, string) {
 // Interval-Milliseconds describe the rolling interval; Daily and Secondly
 // are limits whose -Remaining says what is left.
 func hubSpotField(s string) (kind, family, string) {
-	for _, f := range hubSpotFields {
+	for _, f := range hubSpotFields[:] {
 		if equalLower(s, f.field) {
 			return f.kind, famHubSpot, f.name
 		}
@@ -396,7 +396,7 @@ func lowerName(name string) string {
 	if lower {
 		return name
 	}
-	for _, c := range commonNames {
+	for _, c := range commonNames[:] {
 		if equalLower(name, c) {
 			return c
 		}
@@ -411,7 +411,7 @@ func lowerName(name string) string {
 func addNamed(nd []named, fam family, name string, idx int, vals []string) (_ []named, again bool) {
 	i := 0
 	for ; i < len(nd) && nd[i].fam <= fam; i++ {
-		if nd[i].fam == fam && equalFold(nd[i].name, name) {
+		if nd[i].fam == fam && len(nd[i].name) == len(name) && equalFold(nd[i].name, name) {
 			again = nd[i].fields[idx] != nil
 			nd[i].fields[idx] = addLines(nd[i].fields[idx], vals)
 			return nd, again
@@ -424,7 +424,11 @@ func addNamed(nd []named, fam family, name string, idx int, vals []string) (_ []
 	// Names equal in lower case but not in ASCII case folding (non-ASCII
 	// letters) stay apart, in the order they come in.
 	again = i > 0 && nd[i-1].fam == fam && nd[i-1].name == name
-	nd = slices.Insert(nd, i, named{fam: fam, name: name})
+	if i == len(nd) {
+		nd = append(nd, named{fam: fam, name: name})
+	} else {
+		nd = slices.Insert(nd, i, named{fam: fam, name: name})
+	}
 	nd[i].fields[idx] = vals
 	return nd, again
 }
@@ -791,7 +795,7 @@ type namedRow [4]string
 // comma, and one of limit, remaining and reset says something: what most
 // responses send, read without walking lists.
 func (g *named) single() (r namedRow, ok bool) {
-	for i, lines := range g.fields {
+	for i, lines := range &g.fields {
 		if r[i], ok = onlyMember(lines); !ok {
 			return r, false
 		}
@@ -803,7 +807,7 @@ func (g *named) single() (r namedRow, ok bool) {
 // field, pairing their members by position.
 func appendNamedRows(qs []Quota, g *named, now time.Time) []Quota {
 	var ls [4]members
-	for i, lines := range g.fields {
+	for i, lines := range &g.fields {
 		ls[i].lines = lines
 	}
 	for {
@@ -833,8 +837,10 @@ func appendNamedRow(qs []Quota, g *named, r *namedRow, now time.Time) []Quota {
 	}
 	rem := r[1]
 	// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
-	if name, count, ok := strings.Cut(rem, ";"); ok && g.fam == famAzure {
-		q.Name, rem = trim(name), count
+	if g.fam == famAzure {
+		if name, count, ok := strings.Cut(rem, ";"); ok {
+			q.Name, rem = trim(name), count
+		}
 	}
 	q.Remaining = parseCount(rem)
 	if t, ok := parseReset(r[2], now); ok {

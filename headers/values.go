@@ -436,7 +436,7 @@ func parseDate(s string) (time.Time, bool) {
 	// In UTC, Go knows only "UTC"; every other abbreviation gets a
 	// fabricated zero offset, which is wrong for the RFC 822 zones.
 	name, _ := t.Zone()
-	for _, z := range rfc822Zones {
+	for _, z := range rfc822Zones[:] {
 		if name == z.name {
 			return t.Add(-time.Duration(z.offset) * time.Second).UTC(), true
 		}
@@ -504,7 +504,7 @@ func isWeekday(s string) bool {
 	if len(s) < 3 || !isAlpha(s[0]) {
 		return false
 	}
-	for _, w := range weekdays {
+	for _, w := range weekdays[:] {
 		if strings.EqualFold(s, w) {
 			return true
 		}
