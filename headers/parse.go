@@ -433,25 +433,36 @@ func addNamed(nd []named, fam family, name string, idx int, vals []string) (_ []
 	return nd, again
 }
 
-// gather files the lines vs of the field named k: in st if it has a fixed
-// name, in nd (returned) if it names a quota. found says whether it is a
-// rate-limit field; again whether k is another spelling of a name gathered
-// already, so that what is gathered depends on the order keys come in.
-func gather(st *[numStatic][]string, nd []named, k string, vs []string) (_ []named, found, again bool) {
+// gathered holds the lines of the fields with fixed names in a header, by
+// kind, and what gathering them found.
+type gathered struct {
+	st    [numStatic][]string
+	found bool // a rate-limit field, of any kind
+	// again says that a field came under two spellings of its name, so that
+	// what is gathered depends on the order the keys came in.
+	again bool
+}
+
+// add files the lines vs of the field named k: in g.st if it has a fixed
+// name, in nd (returned; nd stays out of g, so that its array can stay on
+// the stack) if it names a quota.
+func (g *gathered) add(nd []named, k string, vs []string) []named {
 	if len(vs) == 0 {
-		return nd, false, false
+		return nd
 	}
 	kd, fam, name := classify(k)
 	switch {
 	case kd == kindNone:
-		return nd, false, false
 	case kd < numStatic:
-		again = st[kd] != nil
-		st[kd] = addLines(st[kd], vs)
-		return nd, kd != kindAge, again // Age is no rate-limit field on its own
+		g.again = g.again || g.st[kd] != nil
+		g.st[kd] = addLines(g.st[kd], vs)
+		g.found = g.found || kd != kindAge // Age is no rate-limit field on its own
+	default:
+		var again bool
+		nd, again = addNamed(nd, fam, name, int(kd-kindNamedLimit), vs)
+		g.again, g.found = g.again || again, true
 	}
-	nd, again = addNamed(nd, fam, name, int(kd-kindNamedLimit), vs)
-	return nd, true, again
+	return nd
 }
 
 // Parse reads the rate-limit fields of a response header. now is the time
@@ -467,28 +478,26 @@ func gather(st *[numStatic][]string, nd []named, k string, vs []string) (_ []nam
 // cannot read are left unknown.
 func Parse(h http.Header, now time.Time) Info {
 	var (
-		st   [numStatic][]string
+		g    gathered
 		nbuf [8]named
 	)
 	nd := nbuf[:0]
-	found, again := false, false
 	for k, vs := range h {
-		var f, a bool
-		nd, f, a = gather(&st, nd, k, vs)
-		found, again = found || f, again || a
+		nd = g.add(nd, k, vs)
 	}
-	if !found {
+	if !g.found {
 		return Info{} // most responses: nothing about rate limits
 	}
-	if again {
+	if g.again {
 		// A field under two spellings (say, "X-RateLimit-Limit" set with
 		// Add and "x-ratelimit-limit" set directly): rare, so allocating
 		// is fine, but map order is random, so gather again in key order.
-		st, nd = [numStatic][]string{}, nbuf[:0]
+		g, nd = gathered{}, nbuf[:0]
 		for _, k := range slices.Sorted(maps.Keys(h)) {
-			nd, _, _ = gather(&st, nd, k, h[k])
+			nd = g.add(nd, k, h[k])
 		}
 	}
+	st := &g.st
 
 	var info Info
 	// The millisecond forms say the same as Retry-After, more precisely.
@@ -512,7 +521,7 @@ func Parse(h http.Header, now time.Time) Info {
 	}
 	// Its own variable, so that buf stays on the stack: only a copy leaves.
 	var buf [8]Quota
-	if qs := appendQuotas(buf[:0], &st, nd, now); len(qs) > 0 {
+	if qs := appendQuotas(buf[:0], st, nd, now); len(qs) > 0 {
 		info.Quotas = make([]Quota, len(qs))
 		copy(info.Quotas, qs)
 	}
