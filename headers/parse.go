@@ -183,13 +183,23 @@ func xPrefixed(k string) (kind, family, string) {
 	case 'r':
 		// "x-ratelimit-" as two words whose constants fold: cheaper than
 		// hasPrefixLower, for the prefix most rate-limit fields have.
-		if len(k) >= len("x-ratelimit-") &&
-			foldMatch(load64(k), load64("x-rateli")) && foldMatch(load32(k[8:]), load32("mit-")) {
-			return xField(k[len("X-RateLimit-"):])
+		var s string // the rest of the name
+		switch {
+		case len(k) >= len("x-ratelimit-") &&
+			foldMatch(load64(k), load64("x-rateli")) && foldMatch(load32(k[8:]), load32("mit-")):
+			s = k[len("X-RateLimit-"):]
+		case hasPrefixLower(k, "x-rate-limit-"):
+			s = k[len("X-Rate-Limit-"):]
+		default:
+			return kindNone, 0, ""
 		}
-		if hasPrefixLower(k, "x-rate-limit-") {
-			return xField(k[len("X-Rate-Limit-"):])
+		if kd := xFixed(s); kd != kindNone {
+			return kd, 0, ""
 		}
+		if kd, fam, name := prefixed(s, famX); kd != kindNone {
+			return kd, fam, name
+		}
+		return linearField(s)
 	case 'm':
 		switch {
 		case equalLower(k, "x-ms-retry-after-ms"):
@@ -234,15 +244,10 @@ func draftField(s string) kind {
 	return kindNone
 }
 
-// xField classifies the part of an X-RateLimit-* name after the prefix.
-func xField(s string) (kind, family, string) {
-	if kd := xFixed(s); kd != kindNone {
-		return kd, 0, ""
-	}
-	if kd, fam, name := prefixed(s, famX); kd != kindNone {
-		return kd, fam, name
-	}
-	// Linear: X-RateLimit-Requests-Limit, X-RateLimit-Complexity-Reset.
+// linearField classifies the part of an X-RateLimit-* name after the
+// prefix as Linear names its fields: X-RateLimit-Requests-Limit,
+// X-RateLimit-Complexity-Reset.
+func linearField(s string) (kind, family, string) {
 	for _, p := range namedParts[:] {
 		if n := len(s) - len(p.part) - 1; n > 0 && s[n] == '-' && equalLower(s[n+1:], p.part) {
 			return p.kind, famX, s[:n]
@@ -284,6 +289,9 @@ func xFixed(s string) kind {
 	case len("reset-after"):
 		field, kd = "reset-after", kindXResetAfter
 	case len("interval-seconds"):
+		if s[0]|0x20 != 'i' { // OpenAI's remaining-tokens
+			return kindNone
+		}
 		field, kd = "interval-seconds", kindXInterval
 	default:
 		return kindNone
@@ -311,17 +319,21 @@ func prefixed(s string, fam family) (kind, family, string) {
 		kd kind
 		n  int
 	)
+	// Each prefix is compared as two words, the second overlapping the
+	// first, whose constants fold: cheaper than hasPrefixLower, for the
+	// names OpenAI sends on every response.
 	switch {
-	case s == "":
+	case len(s) < len("limit-"):
 	case s[0]|0x20 == 'l':
-		if hasPrefixLower(s, "limit-") {
+		if foldMatch(load32(s), load32("limi")) && foldMatch(load32(s[2:]), load32("mit-")) {
 			kd, n = kindNamedLimit, len("limit-")
 		}
-	case len(s) > 2 && s[2]|0x20 == 'm': // not reset-
-		if hasPrefixLower(s, "remaining-") {
+	case s[2]|0x20 == 'm': // not reset-
+		if len(s) >= len("remaining-") &&
+			foldMatch(load64(s), load64("remainin")) && foldMatch(load32(s[6:]), load32("ing-")) {
 			kd, n = kindNamedRemaining, len("remaining-")
 		}
-	case hasPrefixLower(s, "reset-"):
+	case foldMatch(load32(s), load32("rese")) && foldMatch(load32(s[2:]), load32("set-")):
 		kd, n = kindNamedReset, len("reset-")
 	}
 	if kd == kindNone || len(s) == n {
