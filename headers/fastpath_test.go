@@ -283,7 +283,8 @@ func shortcutCases(n int) [][][]string {
 // most of them.
 func TestShortcuts(t *testing.T) {
 	shortcut(t, "positional", 10, func(c [][]string) (bool, []Quota, []Quota) {
-		p := positional{c[0], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]}
+		p := positional{posLimit: c[0], posRemaining: c[2], posReset: c[3], posResetAfter: c[4],
+			posResetTime: c[5], posUsed: c[6], posName: c[7], posInterval: c[8], posFillRate: c[9]}
 		taken := c[1] == nil && p.single(&row{})
 		return taken, appendRows(nil, &p, c[1], now), appendPositional(nil, &p, c[1], now)
 	})

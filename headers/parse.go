@@ -543,21 +543,33 @@ func Parse(h http.Header, now time.Time) Info {
 // appendQuotas appends the quotas of the fields in st and nd to qs, in
 // the order Info.Quotas says.
 func appendQuotas(qs []Quota, st *[numStatic][]string, nd []named, now time.Time) []Quota {
-	qs = appendIETF(qs, st[kindPolicy], st[kindRateLimit], now)
-	qs = appendPositional(qs, (*positional)(st[kindDraft:]), st[kindPolicy], now)
-	x := (*positional)(st[kindX:])
-	if x[posName] == nil {
-		x[posName] = st[kindXBucket]
+	// Each family is looked at only if it is here: most responses carry
+	// one.
+	if st[kindPolicy] != nil || st[kindRateLimit] != nil {
+		qs = appendIETF(qs, st[kindPolicy], st[kindRateLimit], now)
 	}
-	if x[posName] == nil {
-		x[posName] = st[kindXScope]
+	if draft := (*positional)(st[kindDraft:]); !draft.empty() {
+		qs = appendPositional(qs, draft, st[kindPolicy], now)
 	}
-	qs = appendPositional(qs, x, nil, now)
+	if x := (*positional)(st[kindX:]); !x.empty() {
+		if x[posName] == nil {
+			x[posName] = st[kindXBucket]
+		}
+		if x[posName] == nil {
+			x[posName] = st[kindXScope]
+		}
+		qs = appendPositional(qs, x, nil, now)
+	}
 	for i := range nd {
 		qs = appendNamed(qs, &nd[i], now)
 	}
-	qs = appendShopify(qs, st[kindShopify])
-	return appendSalesforce(qs, st[kindSalesforce])
+	if st[kindShopify] != nil {
+		qs = appendShopify(qs, st[kindShopify])
+	}
+	if st[kindSalesforce] != nil {
+		qs = appendSalesforce(qs, st[kindSalesforce])
+	}
+	return qs
 }
 
 // cached reports whether an Age field says the response came from a
@@ -578,14 +590,14 @@ func (q *Quota) known() bool {
 type positional [numPos][]string
 
 // The fields of a positional family, as they index positional and
-// row.members.
+// row.members: the counts, then the others.
 const (
 	posLimit = iota
 	posRemaining
+	posUsed
 	posReset
 	posResetAfter
 	posResetTime
-	posUsed
 	posName
 	posInterval
 	posFillRate
@@ -595,15 +607,17 @@ const (
 // appendPositional appends the quotas of p to qs. policy holds the lines
 // of a RateLimit-Policy that lends windows to p's limits.
 func appendPositional(qs []Quota, p *positional, policy []string, now time.Time) []Quota {
-	if p[posLimit] == nil && p[posRemaining] == nil && p[posReset] == nil &&
-		p[posResetAfter] == nil && p[posResetTime] == nil && p[posUsed] == nil {
-		return qs
-	}
 	var r row
 	if policy == nil && p.single(&r) {
 		return appendRow(qs, &r, now)
 	}
 	return appendRows(qs, p, policy, now)
+}
+
+// empty reports whether p has none of the fields that make a quota.
+func (p *positional) empty() bool {
+	return p[posLimit] == nil && p[posRemaining] == nil && p[posUsed] == nil &&
+		p[posReset] == nil && p[posResetAfter] == nil && p[posResetTime] == nil
 }
 
 // appendRows is appendPositional for any p: it walks the lists of every
@@ -617,7 +631,7 @@ func appendRows(qs []Quota, p *positional, policy []string, now time.Time) []Quo
 	}
 	for i := 0; ; i++ {
 		r := row{limit: limitMember{limit: -1}}
-		for f := posRemaining; f <= posUsed; f++ {
+		for f := posRemaining; f <= posResetTime; f++ {
 			r.members[f] = ms[f].next()
 		}
 		if i >= len(ls) && r.members == [numPos]string{} {
@@ -626,6 +640,8 @@ func appendRows(qs []Quota, p *positional, policy []string, now time.Time) []Quo
 		if i < len(ls) {
 			r.limit = ls[i]
 		}
+		r.remaining, r.window = parseRemaining(r.members[posRemaining])
+		r.used = parseCount(r.members[posUsed])
 		for f := posName; f < numPos; f++ {
 			r.members[f] = ms[f].next()
 		}
@@ -634,29 +650,61 @@ func appendRows(qs []Quota, p *positional, policy []string, now time.Time) []Quo
 }
 
 // row is one position of a positional family: the limit member (limit -1
-// when there is none) and the members of the other fields, "" where a
+// when there is none), the counts of the remaining and used members (-1
+// when there are none) and the members of the other fields, "" where a
 // field has none.
 type row struct {
-	limit   limitMember
-	members [numPos]string // by the pos constants; members[posLimit] is unused
+	limit           limitMember
+	remaining, used int64
+	window          time.Duration // of the remaining member's parameters
+	members         [numPos]string
+}
+
+// parseRemaining parses a remaining member: a count, and the window of its
+// parameters if it has any. Docker Hub puts the window on the remaining
+// count too: "ratelimit-remaining: 76;w=21600".
+func parseRemaining(m string) (int64, time.Duration) {
+	rem, params, _ := strings.Cut(m, ";")
+	return parseCount(rem), windowParam(params)
 }
 
 // single reads p's only row into r when no field has more than one line or
 // a comma and the limit has no parameters: what most responses send, read
 // without walking lists. It reports whether it did.
 func (p *positional) single(r *row) bool {
-	for i, lines := range p {
-		var ok bool
-		if r.members[i], ok = onlyMember(lines); !ok {
+	limit, m, ok := onlyCount(p[posLimit])
+	if !ok || strings.IndexByte(m, ';') >= 0 {
+		return false
+	}
+	r.limit = limitMember{limit: limit}
+	if r.remaining, m, ok = onlyCount(p[posRemaining]); !ok {
+		return false
+	}
+	if m != "" {
+		r.remaining, r.window = parseRemaining(m)
+	}
+	if r.used, _, ok = onlyCount(p[posUsed]); !ok {
+		return false
+	}
+	for i := posReset; i < numPos; i++ {
+		if r.members[i], ok = onlyMember(p[i]); !ok {
 			return false
 		}
 	}
-	if strings.IndexByte(r.members[posLimit], ';') >= 0 {
-		return false
-	}
-	r.limit = limitMember{limit: parseCount(r.members[posLimit])}
-	r.members[posLimit] = ""
 	return true
+}
+
+// onlyCount is onlyMember for a field of counts: n is the count when
+// lines is one line that is a count (which needs no look for a comma), and
+// -1 otherwise; m is the member of lines when it is not a count.
+func onlyCount(lines []string) (n int64, m string, ok bool) {
+	if len(lines) == 1 {
+		if n = parseCount(lines[0]); n >= 0 {
+			return n, "", true
+		}
+	}
+	m, ok = onlyMember(lines)
+	return -1, m, ok
 }
 
 // onlyMember returns the member of lines, trimmed ("" when it has none),
@@ -681,15 +729,12 @@ func oneLine(lines []string) (m string, ok bool) {
 // appendRow appends the quota of one row of a positional family to qs,
 // if it says anything.
 func appendRow(qs []Quota, r *row, now time.Time) []Quota {
-	// Docker Hub puts the window on the remaining count too:
-	// "ratelimit-remaining: 76;w=21600".
-	rem, params, _ := strings.Cut(r.members[posRemaining], ";")
-	q := Quota{Name: r.members[posName], Limit: r.limit.limit, Remaining: parseCount(rem), Window: r.limit.window}
+	q := Quota{Name: r.members[posName], Limit: r.limit.limit, Remaining: r.remaining, Window: r.limit.window}
 	if q.Window == 0 {
-		q.Window = windowParam(params)
+		q.Window = r.window
 	}
-	if u := parseCount(r.members[posUsed]); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
-		q.Remaining = max(q.Limit-u, 0)
+	if q.Remaining < 0 && q.Limit >= 0 && r.used >= 0 {
+		q.Remaining = max(q.Limit-r.used, 0)
 	}
 	// Reset-After is relative, so immune to clock skew: prefer it.
 	if d, ok := parseSeconds(r.members[posResetAfter]); ok {
