@@ -292,7 +292,7 @@ func TestShortcuts(t *testing.T) {
 		for _, name := range []string{"requests", "minute", "daily", "resource"} {
 			shortcut(t, name, 4, func(c [][]string) (bool, []Quota, []Quota) {
 				g := named{fam: fam, name: name, fields: [4][]string{c[0], c[1], c[2], c[3]}}
-				_, taken := g.single()
+				taken := g.single(&namedRow{})
 				return taken, appendNamedRows(nil, &g, now), appendNamed(nil, &g, now)
 			})
 		}

@@ -847,26 +847,43 @@ func windowParam(params string) time.Duration {
 // appendNamed appends the quotas of one named family member, such as
 // OpenAI's "requests" or an Azure Resource Manager counter.
 func appendNamed(qs []Quota, g *named, now time.Time) []Quota {
-	if r, ok := g.single(); ok {
+	var r namedRow
+	if g.single(&r) {
 		return appendNamedRow(qs, g, &r, now)
 	}
 	return appendNamedRows(qs, g, now)
 }
 
-// namedRow is one position of a named family member: the members of its
-// limit, remaining, reset and window fields, "" where a field has none.
-type namedRow [4]string
+// namedRow is one position of a named family member: its limit (-1 when
+// it has none), its remaining count (-1 when it has none, or when the
+// member is not a count), the remaining member when it is not a count, and
+// the members of its reset and window fields, "" where a field has none.
+type namedRow struct {
+	limit, remaining   int64
+	rem, reset, window string
+}
 
-// single returns g's only row when no field has more than one line or a
-// comma, and one of limit, remaining and reset says something: what most
-// responses send, read without walking lists.
-func (g *named) single() (r namedRow, ok bool) {
-	for i, lines := range &g.fields {
-		if r[i], ok = onlyMember(lines); !ok {
-			return r, false
-		}
+// single reads g's only row into r when no field has more than one line or
+// a comma, and one of limit, remaining and reset says something: what most
+// responses send, read without walking lists. It reports whether it did.
+func (g *named) single(r *namedRow) bool {
+	var (
+		limit string
+		ok    bool
+	)
+	if r.limit, limit, ok = onlyCount(g.fields[0]); !ok {
+		return false
 	}
-	return r, r[0] != "" || r[1] != "" || r[2] != ""
+	if r.remaining, r.rem, ok = onlyCount(g.fields[1]); !ok {
+		return false
+	}
+	if r.reset, ok = onlyMember(g.fields[2]); !ok {
+		return false
+	}
+	if r.window, ok = onlyMember(g.fields[3]); !ok {
+		return false
+	}
+	return r.limit >= 0 || limit != "" || r.remaining >= 0 || r.rem != "" || r.reset != ""
 }
 
 // appendNamedRows is appendNamed for any g: it walks the lists of every
@@ -877,11 +894,11 @@ func appendNamedRows(qs []Quota, g *named, now time.Time) []Quota {
 		ls[i].lines = lines
 	}
 	for {
-		r := namedRow{ls[0].next(), ls[1].next(), ls[2].next()}
-		if r[0] == "" && r[1] == "" && r[2] == "" {
+		limit, rem, reset := ls[0].next(), ls[1].next(), ls[2].next()
+		if limit == "" && rem == "" && reset == "" {
 			return qs
 		}
-		r[3] = ls[3].next()
+		r := namedRow{limit: parseCount(limit), remaining: -1, rem: rem, reset: reset, window: ls[3].next()}
 		qs = appendNamedRow(qs, g, &r, now)
 	}
 }
@@ -889,7 +906,7 @@ func appendNamedRows(qs []Quota, g *named, now time.Time) []Quota {
 // appendNamedRow appends the quota of one row of g to qs, if it says
 // anything.
 func appendNamedRow(qs []Quota, g *named, r *namedRow, now time.Time) []Quota {
-	q := Quota{Name: g.name, Limit: parseCount(r[0]), Remaining: -1, Unit: nameUnit(g.fam, g.name)}
+	q := Quota{Name: g.name, Limit: r.limit, Remaining: r.remaining, Unit: nameUnit(g.fam, g.name)}
 	switch g.fam {
 	case famX:
 		q.Window = nameWindow(g.name)
@@ -897,19 +914,20 @@ func appendNamedRow(qs []Quota, g *named, r *namedRow, now time.Time) []Quota {
 		// The daily limit resets at midnight in the account's time zone,
 		// which the response does not say: no Reset.
 		q.Window = nameWindow(g.name)
-		if d, ok := parseMillis(r[3]); ok && d > 0 {
+		if d, ok := parseMillis(r.window); ok && d > 0 {
 			q.Window = d
 		}
 	}
-	rem := r[1]
-	// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
-	if g.fam == famAzure {
-		if name, count, ok := strings.Cut(rem, ";"); ok {
-			q.Name, rem = trim(name), count
+	if rem := r.rem; rem != "" {
+		// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
+		if g.fam == famAzure {
+			if name, count, ok := strings.Cut(rem, ";"); ok {
+				q.Name, rem = trim(name), count
+			}
 		}
+		q.Remaining = parseCount(rem)
 	}
-	q.Remaining = parseCount(rem)
-	if t, ok := parseReset(r[2], now); ok {
+	if t, ok := parseReset(r.reset, now); ok {
 		q.Reset = t
 	}
 	if q.known() {
