@@ -179,27 +179,19 @@ func classify(k string) (kind, family, string) {
 
 // xPrefixed classifies a name that starts with "X-".
 func xPrefixed(k string) (kind, family, string) {
+	// "x-ratelimit-" as two words whose constants fold: cheaper than
+	// hasPrefixLower, for the prefix most rate-limit fields have. (Before
+	// the switch, which would otherwise share the load of k[2] and keep
+	// the compiler from loading each word at once.)
+	if len(k) >= len("x-ratelimit-") &&
+		foldMatch(load64(k), load64("x-rateli")) && foldMatch(load32(k[8:]), load32("mit-")) {
+		return xField(k[len("X-RateLimit-"):])
+	}
 	switch k[2] | 0x20 {
 	case 'r':
-		// "x-ratelimit-" as two words whose constants fold: cheaper than
-		// hasPrefixLower, for the prefix most rate-limit fields have.
-		var s string // the rest of the name
-		switch {
-		case len(k) >= len("x-ratelimit-") &&
-			foldMatch(load64(k), load64("x-rateli")) && foldMatch(load32(k[8:]), load32("mit-")):
-			s = k[len("X-RateLimit-"):]
-		case hasPrefixLower(k, "x-rate-limit-"):
-			s = k[len("X-Rate-Limit-"):]
-		default:
-			return kindNone, 0, ""
+		if hasPrefixLower(k, "x-rate-limit-") {
+			return xField(k[len("X-Rate-Limit-"):])
 		}
-		if kd := xFixed(s); kd != kindNone {
-			return kd, 0, ""
-		}
-		if kd, fam, name := prefixed(s, famX); kd != kindNone {
-			return kd, fam, name
-		}
-		return linearField(s)
 	case 'm':
 		switch {
 		case equalLower(k, "x-ms-retry-after-ms"):
@@ -244,10 +236,15 @@ func draftField(s string) kind {
 	return kindNone
 }
 
-// linearField classifies the part of an X-RateLimit-* name after the
-// prefix as Linear names its fields: X-RateLimit-Requests-Limit,
-// X-RateLimit-Complexity-Reset.
-func linearField(s string) (kind, family, string) {
+// xField classifies the part of an X-RateLimit-* name after the prefix.
+func xField(s string) (kind, family, string) {
+	if kd := xFixed(s); kd != kindNone {
+		return kd, 0, ""
+	}
+	if kd, fam, name := prefixed(s, famX); kd != kindNone {
+		return kd, fam, name
+	}
+	// Linear: X-RateLimit-Requests-Limit, X-RateLimit-Complexity-Reset.
 	for _, p := range namedParts[:] {
 		if n := len(s) - len(p.part) - 1; n > 0 && s[n] == '-' && equalLower(s[n+1:], p.part) {
 			return p.kind, famX, s[:n]
@@ -315,26 +312,30 @@ var namedParts = [...]struct {
 // prefixed classifies "Limit-<name>", "Remaining-<name>" and
 // "Reset-<name>" as a named field of family fam.
 func prefixed(s string, fam family) (kind, family, string) {
+	if len(s) < len("limit-") {
+		return kindNone, 0, ""
+	}
+	// Each prefix is compared as its first word, whose constant folds, and
+	// the bytes after it: cheaper than hasPrefixLower, for the names OpenAI
+	// sends on every response. No byte is loaded twice, which would keep
+	// the compiler from loading the word at once.
 	var (
 		kd kind
 		n  int
 	)
-	// Each prefix is compared as two words, the second overlapping the
-	// first, whose constants fold: cheaper than hasPrefixLower, for the
-	// names OpenAI sends on every response.
-	switch {
-	case len(s) < len("limit-"):
-	case s[0]|0x20 == 'l':
-		if foldMatch(load32(s), load32("limi")) && foldMatch(load32(s[2:]), load32("mit-")) {
+	switch w := load32(s); {
+	case foldMatch(w, load32("limi")):
+		if s[4]|0x20 == 't' && s[5] == '-' {
 			kd, n = kindNamedLimit, len("limit-")
 		}
-	case s[2]|0x20 == 'm': // not reset-
-		if len(s) >= len("remaining-") &&
-			foldMatch(load64(s), load64("remainin")) && foldMatch(load32(s[6:]), load32("ing-")) {
+	case foldMatch(w, load32("rese")):
+		if s[4]|0x20 == 't' && s[5] == '-' {
+			kd, n = kindNamedReset, len("reset-")
+		}
+	case foldMatch(w, load32("rema")):
+		if len(s) >= len("remaining-") && foldMatch(load32(s[4:]), load32("inin")) && s[8]|0x20 == 'g' && s[9] == '-' {
 			kd, n = kindNamedRemaining, len("remaining-")
 		}
-	case foldMatch(load32(s), load32("rese")) && foldMatch(load32(s[2:]), load32("set-")):
-		kd, n = kindNamedReset, len("reset-")
 	}
 	if kd == kindNone || len(s) == n {
 		return kindNone, 0, ""
