@@ -123,6 +123,9 @@ func lower64(x uint64) uint64 {
 
 // trim removes the optional whitespace HTTP allows around a value.
 func trim(s string) string {
+	if len(s) > 0 && s[0] > ' ' && s[len(s)-1] > ' ' {
+		return s // the usual case, at the cost of one test for each end
+	}
 	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
 		s = s[1:]
 	}
