@@ -11,14 +11,10 @@ import (
 
 // TestParseDialects holds one case per dialect, each from the examples in
 // the provider's own documentation, asserting every field Parse reports.
-func TestParseDialects(t *testing.T) {
+// dialectCases are headers of the less common dialects.
+func dialectCases() []parseCase {
 	ms := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMilli(), 10) }
-	tests := []struct {
-		name   string
-		h      http.Header
-		quotas []Quota
-		delay  time.Duration
-	}{
+	return []parseCase{
 		{
 			// docs.docker.com/docker-hub/usage/pulls: the window rides on
 			// both fields; remaining used to parse as unknown.
@@ -177,7 +173,10 @@ func TestParseDialects(t *testing.T) {
 			quotas: []Quota{{Name: "inflight", Limit: 10, Remaining: -1, Unit: "concurrent-requests"}},
 		},
 	}
-	for _, tt := range tests {
+}
+
+func TestParseDialects(t *testing.T) {
+	for _, tt := range dialectCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			info := Parse(tt.h, now)
 			assert.Equal(t, tt.quotas, info.Quotas)

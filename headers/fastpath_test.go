@@ -92,9 +92,8 @@ func lowerNames() []string {
 		"x-hubspot-ratelimit-", "policy", "limit", "remaining", "reset", "resettime", "observed", "name",
 		"limit-", "remaining-", "reset-", "-limit", "-remaining", "-reset",
 	}
-	for _, f := range xFields {
-		names = append(names, f.field)
-	}
+	names = append(names, "used", "limit", "reset", "scope", "bucket", "resource", "fillrate",
+		"remaining", "reset-after", "interval-seconds") // xFixed's
 	for _, f := range hubSpotFields {
 		names = append(names, f.field)
 	}
@@ -284,15 +283,16 @@ func shortcutCases(n int) [][][]string {
 // most of them.
 func TestShortcuts(t *testing.T) {
 	shortcut(t, "positional", 10, func(c [][]string) (bool, []Quota, []Quota) {
-		p := positional{c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]}
-		_, taken := p.single()
-		return taken, appendRows(nil, &p, now), appendPositional(nil, &p, now)
+		p := positional{posLimit: c[0], posRemaining: c[2], posReset: c[3], posResetAfter: c[4],
+			posResetTime: c[5], posUsed: c[6], posName: c[7], posInterval: c[8], posFillRate: c[9]}
+		taken := c[1] == nil && p.single(&row{})
+		return taken, appendRows(nil, &p, c[1], now), appendPositional(nil, &p, c[1], now)
 	})
 	for _, fam := range []family{famX, famAnthropic, famAzure, famAI, famHubSpot} {
 		for _, name := range []string{"requests", "minute", "daily", "resource"} {
 			shortcut(t, name, 4, func(c [][]string) (bool, []Quota, []Quota) {
 				g := named{fam: fam, name: name, fields: [4][]string{c[0], c[1], c[2], c[3]}}
-				_, taken := g.single()
+				taken := g.single(&namedRow{})
 				return taken, appendNamedRows(nil, &g, now), appendNamed(nil, &g, now)
 			})
 		}

@@ -70,34 +70,44 @@ const (
 	kindPolicy    // RateLimit-Policy
 	kindRateLimit // RateLimit
 
-	// Earlier IETF drafts, and GitLab.
-	kindDraftLimit     // RateLimit-Limit
-	kindDraftRemaining // RateLimit-Remaining
-	kindDraftReset     // RateLimit-Reset
-	kindDraftResetTime // RateLimit-ResetTime (GitLab)
-	kindDraftObserved  // RateLimit-Observed (GitLab)
-	kindDraftName      // RateLimit-Name (GitLab)
-
-	// X-RateLimit-* and x-rate-limit-*.
-	kindXLimit      // X-RateLimit-Limit
-	kindXRemaining  // X-RateLimit-Remaining
-	kindXReset      // X-RateLimit-Reset
-	kindXResetAfter // X-RateLimit-Reset-After (Discord)
-	kindXUsed       // X-RateLimit-Used (GitHub, Reddit)
-	kindXResource   // X-RateLimit-Resource (GitHub)
-	kindXBucket     // X-RateLimit-Bucket (Discord)
-	kindXScope      // X-RateLimit-Scope (Discord)
-	kindXInterval   // X-RateLimit-Interval-Seconds (Jira)
-	kindXFillRate   // X-RateLimit-FillRate (Jira)
+	kindXBucket // X-RateLimit-Bucket (Discord): the name, if no Resource
+	kindXScope  // X-RateLimit-Scope (Discord): the name, if neither
 
 	kindShopify    // X-Shopify-Shop-Api-Call-Limit
 	kindSalesforce // Sforce-Limit-Info
 	kindAge        // Age: a positive one means the response came from a cache
 
-	numStatic
+	// The two positional families follow, numPos kinds each, in the order
+	// of a row's fields, so that their lines gathered are a row's lines.
+	kindDraft // RateLimit-<field>: earlier IETF drafts, and GitLab
+)
 
-	// Named kinds: the order is the index into named.fields.
-	kindNamedLimit
+// The fields of the positional families. The kinds no header name has
+// (RateLimit-Reset-After, X-RateLimit-ResetTime...) are never gathered.
+const (
+	kindDraftLimit     = kindDraft + posLimit     // RateLimit-Limit
+	kindDraftRemaining = kindDraft + posRemaining // RateLimit-Remaining
+	kindDraftReset     = kindDraft + posReset     // RateLimit-Reset
+	kindDraftResetTime = kindDraft + posResetTime // RateLimit-ResetTime (GitLab)
+	kindDraftObserved  = kindDraft + posUsed      // RateLimit-Observed (GitLab)
+	kindDraftName      = kindDraft + posName      // RateLimit-Name (GitLab)
+
+	kindX           = kindDraft + numPos    // X-RateLimit-<field> and x-rate-limit-<field>
+	kindXLimit      = kindX + posLimit      // X-RateLimit-Limit
+	kindXRemaining  = kindX + posRemaining  // X-RateLimit-Remaining
+	kindXReset      = kindX + posReset      // X-RateLimit-Reset
+	kindXResetAfter = kindX + posResetAfter // X-RateLimit-Reset-After (Discord)
+	kindXUsed       = kindX + posUsed       // X-RateLimit-Used (GitHub, Reddit)
+	kindXResource   = kindX + posName       // X-RateLimit-Resource (GitHub)
+	kindXInterval   = kindX + posInterval   // X-RateLimit-Interval-Seconds (Jira)
+	kindXFillRate   = kindX + posFillRate   // X-RateLimit-FillRate (Jira)
+
+	numStatic = kindX + numPos
+)
+
+// Named kinds: the order is the index into named.fields.
+const (
+	kindNamedLimit = numStatic + iota
 	kindNamedRemaining
 	kindNamedReset
 	kindNamedWindow
@@ -169,12 +179,17 @@ func classify(k string) (kind, family, string) {
 
 // xPrefixed classifies a name that starts with "X-".
 func xPrefixed(k string) (kind, family, string) {
+	// "x-ratelimit-" as two words whose constants fold: cheaper than
+	// hasPrefixLower, for the prefix most rate-limit fields have. (Before
+	// the switch, which would otherwise share the load of k[2] and keep
+	// the compiler from loading each word at once.)
+	if len(k) >= len("x-ratelimit-") &&
+		foldMatch(load64(k), load64("x-rateli")) && foldMatch(load32(k[8:]), load32("mit-")) {
+		return xField(k[len("X-RateLimit-"):])
+	}
 	switch k[2] | 0x20 {
 	case 'r':
-		switch {
-		case hasPrefixLower(k, "x-ratelimit-"):
-			return xField(k[len("X-RateLimit-"):])
-		case hasPrefixLower(k, "x-rate-limit-"):
+		if hasPrefixLower(k, "x-rate-limit-") {
 			return xField(k[len("X-Rate-Limit-"):])
 		}
 	case 'm':
@@ -223,18 +238,14 @@ func draftField(s string) kind {
 
 // xField classifies the part of an X-RateLimit-* name after the prefix.
 func xField(s string) (kind, family, string) {
-	if len(s) < 64 && xLengths&(1<<len(s)) != 0 {
-		for _, f := range xFields {
-			if equalLower(s, f.field) {
-				return f.kind, 0, ""
-			}
-		}
+	if kd := xFixed(s); kd != kindNone {
+		return kd, 0, ""
 	}
 	if kd, fam, name := prefixed(s, famX); kd != kindNone {
 		return kd, fam, name
 	}
 	// Linear: X-RateLimit-Requests-Limit, X-RateLimit-Complexity-Reset.
-	for _, p := range namedParts {
+	for _, p := range namedParts[:] {
 		if n := len(s) - len(p.part) - 1; n > 0 && s[n] == '-' && equalLower(s[n+1:], p.part) {
 			return p.kind, famX, s[:n]
 		}
@@ -242,32 +253,51 @@ func xField(s string) (kind, family, string) {
 	return kindNone, 0, ""
 }
 
-// xFields are the fixed names of the X-RateLimit-* family, after the
-// prefix.
-var xFields = [...]struct {
-	field string
-	kind  kind
-}{
-	{"limit", kindXLimit},
-	{"remaining", kindXRemaining},
-	{"reset", kindXReset},
-	{"reset-after", kindXResetAfter},
-	{"used", kindXUsed},
-	{"resource", kindXResource},
-	{"bucket", kindXBucket},
-	{"scope", kindXScope},
-	{"interval-seconds", kindXInterval},
-	{"fillrate", kindXFillRate},
-}
-
-// xLengths has bit n set when an xFields name is n bytes long: most names
-// that are none of them skip the loop.
-var xLengths = func() (m uint64) {
-	for _, f := range xFields {
-		m |= 1 << len(f.field)
+// xFixed returns the kind of s, the part of an X-RateLimit-* name after
+// the prefix, if s is one of the family's fixed fields, and kindNone if
+// not. Its length, and for some lengths its first letter, leave one field
+// to compare with.
+func xFixed(s string) kind {
+	var (
+		field string
+		kd    kind
+	)
+	switch len(s) {
+	case len("used"):
+		field, kd = "used", kindXUsed
+	case len("limit"): // reset, scope
+		switch s[0] | 0x20 {
+		case 'l':
+			field, kd = "limit", kindXLimit
+		case 'r':
+			field, kd = "reset", kindXReset
+		default:
+			field, kd = "scope", kindXScope
+		}
+	case len("bucket"):
+		field, kd = "bucket", kindXBucket
+	case len("resource"): // fillrate
+		field, kd = "resource", kindXResource
+		if s[0]|0x20 == 'f' {
+			field, kd = "fillrate", kindXFillRate
+		}
+	case len("remaining"):
+		field, kd = "remaining", kindXRemaining
+	case len("reset-after"):
+		field, kd = "reset-after", kindXResetAfter
+	case len("interval-seconds"):
+		if s[0]|0x20 != 'i' { // OpenAI's remaining-tokens
+			return kindNone
+		}
+		field, kd = "interval-seconds", kindXInterval
+	default:
+		return kindNone
 	}
-	return m
-}()
+	if !equalLower(s, field) {
+		return kindNone
+	}
+	return kd
+}
 
 // namedParts are the fields of a named quota, as header names spell them.
 var namedParts = [...]struct {
@@ -282,20 +312,30 @@ var namedParts = [...]struct {
 // prefixed classifies "Limit-<name>", "Remaining-<name>" and
 // "Reset-<name>" as a named field of family fam.
 func prefixed(s string, fam family) (kind, family, string) {
+	if len(s) < len("limit-") {
+		return kindNone, 0, ""
+	}
+	// Each prefix is compared as its first word, whose constant folds, and
+	// the bytes after it: cheaper than hasPrefixLower, for the names OpenAI
+	// sends on every response. No byte is loaded twice, which would keep
+	// the compiler from loading the word at once.
 	var (
 		kd kind
 		n  int
 	)
-	switch {
-	case s == "":
-	case s[0]|0x20 == 'l':
-		if hasPrefixLower(s, "limit-") {
+	switch w := load32(s); {
+	case foldMatch(w, load32("limi")):
+		if s[4]|0x20 == 't' && s[5] == '-' {
 			kd, n = kindNamedLimit, len("limit-")
 		}
-	case hasPrefixLower(s, "remaining-"):
-		kd, n = kindNamedRemaining, len("remaining-")
-	case hasPrefixLower(s, "reset-"):
-		kd, n = kindNamedReset, len("reset-")
+	case foldMatch(w, load32("rese")):
+		if s[4]|0x20 == 't' && s[5] == '-' {
+			kd, n = kindNamedReset, len("reset-")
+		}
+	case foldMatch(w, load32("rema")):
+		if len(s) >= len("remaining-") && foldMatch(load32(s[4:]), load32("inin")) && s[8]|0x20 == 'g' && s[9] == '-' {
+			kd, n = kindNamedRemaining, len("remaining-")
+		}
 	}
 	if kd == kindNone || len(s) == n {
 		return kindNone, 0, ""
@@ -308,7 +348,7 @@ func prefixed(s string, fam family) (kind, family, string) {
 // Interval-Milliseconds describe the rolling interval; Daily and Secondly
 // are limits whose -Remaining says what is left.
 func hubSpotField(s string) (kind, family, string) {
-	for _, f := range hubSpotFields {
+	for _, f := range hubSpotFields[:] {
 		if equalLower(s, f.field) {
 			return f.kind, famHubSpot, f.name
 		}
@@ -369,7 +409,7 @@ func lowerName(name string) string {
 	if lower {
 		return name
 	}
-	for _, c := range commonNames {
+	for _, c := range commonNames[:] {
 		if equalLower(name, c) {
 			return c
 		}
@@ -384,7 +424,7 @@ func lowerName(name string) string {
 func addNamed(nd []named, fam family, name string, idx int, vals []string) (_ []named, again bool) {
 	i := 0
 	for ; i < len(nd) && nd[i].fam <= fam; i++ {
-		if nd[i].fam == fam && equalFold(nd[i].name, name) {
+		if nd[i].fam == fam && len(nd[i].name) == len(name) && equalFold(nd[i].name, name) {
 			again = nd[i].fields[idx] != nil
 			nd[i].fields[idx] = addLines(nd[i].fields[idx], vals)
 			return nd, again
@@ -397,30 +437,45 @@ func addNamed(nd []named, fam family, name string, idx int, vals []string) (_ []
 	// Names equal in lower case but not in ASCII case folding (non-ASCII
 	// letters) stay apart, in the order they come in.
 	again = i > 0 && nd[i-1].fam == fam && nd[i-1].name == name
-	nd = slices.Insert(nd, i, named{fam: fam, name: name})
+	if i == len(nd) {
+		nd = append(nd, named{fam: fam, name: name})
+	} else {
+		nd = slices.Insert(nd, i, named{fam: fam, name: name})
+	}
 	nd[i].fields[idx] = vals
 	return nd, again
 }
 
-// gather files the lines vs of the field named k: in st if it has a fixed
-// name, in nd (returned) if it names a quota. found says whether it is a
-// rate-limit field; again whether k is another spelling of a name gathered
-// already, so that what is gathered depends on the order keys come in.
-func gather(st *[numStatic][]string, nd []named, k string, vs []string) (_ []named, found, again bool) {
+// gathered holds the lines of the fields with fixed names in a header, by
+// kind, and what gathering them found.
+type gathered struct {
+	st    [numStatic][]string
+	found bool // a rate-limit field, of any kind
+	// again says that a field came under two spellings of its name, so that
+	// what is gathered depends on the order the keys came in.
+	again bool
+}
+
+// add files the lines vs of the field named k: in g.st if it has a fixed
+// name, in nd (returned; nd stays out of g, so that its array can stay on
+// the stack) if it names a quota.
+func (g *gathered) add(nd []named, k string, vs []string) []named {
 	if len(vs) == 0 {
-		return nd, false, false
+		return nd
 	}
 	kd, fam, name := classify(k)
 	switch {
 	case kd == kindNone:
-		return nd, false, false
 	case kd < numStatic:
-		again = st[kd] != nil
-		st[kd] = addLines(st[kd], vs)
-		return nd, kd != kindAge, again // Age is no rate-limit field on its own
+		g.again = g.again || g.st[kd] != nil
+		g.st[kd] = addLines(g.st[kd], vs)
+		g.found = g.found || kd != kindAge // Age is no rate-limit field on its own
+	default:
+		var again bool
+		nd, again = addNamed(nd, fam, name, int(kd-kindNamedLimit), vs)
+		g.again, g.found = g.again || again, true
 	}
-	nd, again = addNamed(nd, fam, name, int(kd-kindNamedLimit), vs)
-	return nd, true, again
+	return nd
 }
 
 // Parse reads the rate-limit fields of a response header. now is the time
@@ -436,28 +491,26 @@ func gather(st *[numStatic][]string, nd []named, k string, vs []string) (_ []nam
 // cannot read are left unknown.
 func Parse(h http.Header, now time.Time) Info {
 	var (
-		st   [numStatic][]string
+		g    gathered
 		nbuf [8]named
 	)
 	nd := nbuf[:0]
-	found, again := false, false
 	for k, vs := range h {
-		var f, a bool
-		nd, f, a = gather(&st, nd, k, vs)
-		found, again = found || f, again || a
+		nd = g.add(nd, k, vs)
 	}
-	if !found {
+	if !g.found {
 		return Info{} // most responses: nothing about rate limits
 	}
-	if again {
+	if g.again {
 		// A field under two spellings (say, "X-RateLimit-Limit" set with
 		// Add and "x-ratelimit-limit" set directly): rare, so allocating
 		// is fine, but map order is random, so gather again in key order.
-		st, nd = [numStatic][]string{}, nbuf[:0]
+		g, nd = gathered{}, nbuf[:0]
 		for _, k := range slices.Sorted(maps.Keys(h)) {
-			nd, _, _ = gather(&st, nd, k, h[k])
+			nd = g.add(nd, k, h[k])
 		}
 	}
+	st := &g.st
 
 	var info Info
 	// The millisecond forms say the same as Retry-After, more precisely.
@@ -481,7 +534,7 @@ func Parse(h http.Header, now time.Time) Info {
 	}
 	// Its own variable, so that buf stays on the stack: only a copy leaves.
 	var buf [8]Quota
-	if qs := appendQuotas(buf[:0], &st, nd, now); len(qs) > 0 {
+	if qs := appendQuotas(buf[:0], st, nd, now); len(qs) > 0 {
 		info.Quotas = make([]Quota, len(qs))
 		copy(info.Quotas, qs)
 	}
@@ -491,38 +544,33 @@ func Parse(h http.Header, now time.Time) Info {
 // appendQuotas appends the quotas of the fields in st and nd to qs, in
 // the order Info.Quotas says.
 func appendQuotas(qs []Quota, st *[numStatic][]string, nd []named, now time.Time) []Quota {
-	qs = appendIETF(qs, st[kindPolicy], st[kindRateLimit], now)
-	qs = appendPositional(qs, &positional{
-		limit:     st[kindDraftLimit],
-		policy:    st[kindPolicy],
-		remaining: st[kindDraftRemaining],
-		reset:     st[kindDraftReset],
-		resetTime: st[kindDraftResetTime],
-		used:      st[kindDraftObserved],
-		name:      st[kindDraftName],
-	}, now)
-	name := st[kindXResource]
-	if name == nil {
-		name = st[kindXBucket]
+	// Each family is looked at only if it is here: most responses carry
+	// one.
+	if st[kindPolicy] != nil || st[kindRateLimit] != nil {
+		qs = appendIETF(qs, st[kindPolicy], st[kindRateLimit], now)
 	}
-	if name == nil {
-		name = st[kindXScope]
+	if draft := (*positional)(st[kindDraft:]); !draft.empty() {
+		qs = appendPositional(qs, draft, st[kindPolicy], now)
 	}
-	qs = appendPositional(qs, &positional{
-		limit:      st[kindXLimit],
-		remaining:  st[kindXRemaining],
-		reset:      st[kindXReset],
-		resetAfter: st[kindXResetAfter],
-		used:       st[kindXUsed],
-		name:       name,
-		interval:   st[kindXInterval],
-		fillRate:   st[kindXFillRate],
-	}, now)
+	if x := (*positional)(st[kindX:]); !x.empty() {
+		if x[posName] == nil {
+			x[posName] = st[kindXBucket]
+		}
+		if x[posName] == nil {
+			x[posName] = st[kindXScope]
+		}
+		qs = appendPositional(qs, x, nil, now)
+	}
 	for i := range nd {
 		qs = appendNamed(qs, &nd[i], now)
 	}
-	qs = appendShopify(qs, st[kindShopify])
-	return appendSalesforce(qs, st[kindSalesforce])
+	if st[kindShopify] != nil {
+		qs = appendShopify(qs, st[kindShopify])
+	}
+	if st[kindSalesforce] != nil {
+		qs = appendSalesforce(qs, st[kindSalesforce])
+	}
+	return qs
 }
 
 // cached reports whether an Age field says the response came from a
@@ -537,82 +585,127 @@ func (q *Quota) known() bool {
 	return q.Limit >= 0 || q.Remaining >= 0 || !q.Reset.IsZero() || q.Window > 0
 }
 
-// positional holds a family of separate fields whose members pair up by
-// position: the first limit goes with the first remaining, and so on.
-type positional struct {
-	limit, policy, remaining, reset, resetAfter, resetTime []string
-	used, name, interval, fillRate                         []string
-}
+// positional holds the lines of a family of separate fields whose members
+// pair up by position: the first limit goes with the first remaining, and
+// so on. It is indexed by the pos constants.
+type positional [numPos][]string
 
-// appendPositional appends the quotas of p to qs.
-func appendPositional(qs []Quota, p *positional, now time.Time) []Quota {
-	if p.limit == nil && p.remaining == nil && p.reset == nil &&
-		p.resetAfter == nil && p.resetTime == nil && p.used == nil {
-		return qs
-	}
-	if r, ok := p.single(); ok {
+// The fields of a positional family, as they index positional and
+// row.members: the counts, then the others.
+const (
+	posLimit = iota
+	posRemaining
+	posUsed
+	posReset
+	posResetAfter
+	posResetTime
+	posName
+	posInterval
+	posFillRate
+	numPos
+)
+
+// appendPositional appends the quotas of p to qs. policy holds the lines
+// of a RateLimit-Policy that lends windows to p's limits.
+func appendPositional(qs []Quota, p *positional, policy []string, now time.Time) []Quota {
+	var r row
+	if policy == nil && p.single(&r) {
 		return appendRow(qs, &r, now)
 	}
-	return appendRows(qs, p, now)
+	return appendRows(qs, p, policy, now)
+}
+
+// empty reports whether p has none of the fields that make a quota.
+func (p *positional) empty() bool {
+	return p[posLimit] == nil && p[posRemaining] == nil && p[posUsed] == nil &&
+		p[posReset] == nil && p[posResetAfter] == nil && p[posResetTime] == nil
 }
 
 // appendRows is appendPositional for any p: it walks the lists of every
 // field, pairing their members by position.
-func appendRows(qs []Quota, p *positional, now time.Time) []Quota {
+func appendRows(qs []Quota, p *positional, policy []string, now time.Time) []Quota {
 	var limits [2]limitMember
-	ls := parseLimits(limits[:0], p.limit, p.policy)
-	rem, rst, ra := members{lines: p.remaining}, members{lines: p.reset}, members{lines: p.resetAfter}
-	rt, used, nm := members{lines: p.resetTime}, members{lines: p.used}, members{lines: p.name}
-	iv, fr := members{lines: p.interval}, members{lines: p.fillRate}
+	ls := parseLimits(limits[:0], p[posLimit], policy)
+	var ms [numPos]members
+	for i, lines := range p {
+		ms[i].lines = lines
+	}
 	for i := 0; ; i++ {
-		r := row{
-			limit:     limitMember{limit: -1},
-			remaining: rem.next(), reset: rst.next(), resetAfter: ra.next(), resetTime: rt.next(), used: used.next(),
+		r := row{limit: limitMember{limit: -1}}
+		for f := posRemaining; f <= posResetTime; f++ {
+			r.members[f] = ms[f].next()
 		}
-		if i >= len(ls) && r.remaining == "" && r.reset == "" && r.resetAfter == "" && r.resetTime == "" && r.used == "" {
+		if i >= len(ls) && r.members == [numPos]string{} {
 			return qs
 		}
 		if i < len(ls) {
 			r.limit = ls[i]
 		}
-		r.name, r.interval, r.fillRate = nm.next(), iv.next(), fr.next()
+		r.remaining, r.window = parseRemaining(r.members[posRemaining])
+		r.used = parseCount(r.members[posUsed])
+		for f := posName; f < numPos; f++ {
+			r.members[f] = ms[f].next()
+		}
 		qs = appendRow(qs, &r, now)
 	}
 }
 
 // row is one position of a positional family: the limit member (limit -1
-// when there is none) and the members of the other fields, "" where a
+// when there is none), the counts of the remaining and used members (-1
+// when there are none) and the members of the other fields, "" where a
 // field has none.
 type row struct {
-	limit                                   limitMember
-	remaining, reset, resetAfter, resetTime string
-	used, name, interval, fillRate          string
+	limit           limitMember
+	remaining, used int64
+	window          time.Duration // of the remaining member's parameters
+	members         [numPos]string
 }
 
-// single returns p's only row when no field has more than one line or a
-// comma, and the limit has no parameters and no policy to look up: what
-// most responses send, read without walking lists.
-func (p *positional) single() (row, bool) {
-	if p.policy != nil {
-		return row{}, false
+// parseRemaining parses a remaining member: a count, and the window of its
+// parameters if it has any. Docker Hub puts the window on the remaining
+// count too: "ratelimit-remaining: 76;w=21600".
+func parseRemaining(m string) (int64, time.Duration) {
+	rem, params, _ := strings.Cut(m, ";")
+	return parseCount(rem), windowParam(params)
+}
+
+// single reads p's only row into r when no field has more than one line or
+// a comma and the limit has no parameters: what most responses send, read
+// without walking lists. It reports whether it did.
+func (p *positional) single(r *row) bool {
+	limit, m, ok := onlyCount(p[posLimit])
+	if !ok || strings.IndexByte(m, ';') >= 0 {
+		return false
 	}
-	var m [9]string
-	for i, lines := range [...][]string{
-		p.limit, p.remaining, p.reset, p.resetAfter, p.resetTime, p.used, p.name, p.interval, p.fillRate,
-	} {
-		var ok bool
-		if m[i], ok = onlyMember(lines); !ok {
-			return row{}, false
+	r.limit = limitMember{limit: limit}
+	if r.remaining, m, ok = onlyCount(p[posRemaining]); !ok {
+		return false
+	}
+	if m != "" {
+		r.remaining, r.window = parseRemaining(m)
+	}
+	if r.used, _, ok = onlyCount(p[posUsed]); !ok {
+		return false
+	}
+	for i := posReset; i < numPos; i++ {
+		if r.members[i], ok = onlyMember(p[i]); !ok {
+			return false
 		}
 	}
-	if strings.IndexByte(m[0], ';') >= 0 {
-		return row{}, false
+	return true
+}
+
+// onlyCount is onlyMember for a field of counts: n is the count when
+// lines is one line that is a count (which needs no look for a comma), and
+// -1 otherwise; m is the member of lines when it is not a count.
+func onlyCount(lines []string) (n int64, m string, ok bool) {
+	if len(lines) == 1 {
+		if n = parseCount(lines[0]); n >= 0 {
+			return n, "", true
+		}
 	}
-	return row{
-		limit:     limitMember{limit: parseCount(m[0])},
-		remaining: m[1], reset: m[2], resetAfter: m[3], resetTime: m[4],
-		used: m[5], name: m[6], interval: m[7], fillRate: m[8],
-	}, true
+	m, ok = onlyMember(lines)
+	return -1, m, ok
 }
 
 // onlyMember returns the member of lines, trimmed ("" when it has none),
@@ -637,26 +730,23 @@ func oneLine(lines []string) (m string, ok bool) {
 // appendRow appends the quota of one row of a positional family to qs,
 // if it says anything.
 func appendRow(qs []Quota, r *row, now time.Time) []Quota {
-	// Docker Hub puts the window on the remaining count too:
-	// "ratelimit-remaining: 76;w=21600".
-	rem, params, _ := strings.Cut(r.remaining, ";")
-	q := Quota{Name: r.name, Limit: r.limit.limit, Remaining: parseCount(rem), Window: r.limit.window}
+	q := Quota{Name: r.members[posName], Limit: r.limit.limit, Remaining: r.remaining, Window: r.limit.window}
 	if q.Window == 0 {
-		q.Window = windowParam(params)
+		q.Window = r.window
 	}
-	if u := parseCount(r.used); q.Remaining < 0 && q.Limit >= 0 && u >= 0 {
-		q.Remaining = max(q.Limit-u, 0)
+	if q.Remaining < 0 && q.Limit >= 0 && r.used >= 0 {
+		q.Remaining = max(q.Limit-r.used, 0)
 	}
 	// Reset-After is relative, so immune to clock skew: prefer it.
-	if d, ok := parseSeconds(r.resetAfter); ok {
+	if d, ok := parseSeconds(r.members[posResetAfter]); ok {
 		q.Reset = now.Add(d)
-	} else if t, ok := parseReset(r.reset, now); ok {
+	} else if t, ok := parseReset(r.members[posReset], now); ok {
 		q.Reset = t
-	} else if t, ok := parseReset(r.resetTime, now); ok {
+	} else if t, ok := parseReset(r.members[posResetTime], now); ok {
 		q.Reset = t
 	}
 	if q.Window == 0 {
-		q.Window = refillWindow(q.Limit, r.interval, r.fillRate)
+		q.Window = refillWindow(q.Limit, r.members[posInterval], r.members[posFillRate])
 	}
 	if q.known() {
 		qs = append(qs, q)
@@ -758,41 +848,58 @@ func windowParam(params string) time.Duration {
 // appendNamed appends the quotas of one named family member, such as
 // OpenAI's "requests" or an Azure Resource Manager counter.
 func appendNamed(qs []Quota, g *named, now time.Time) []Quota {
-	if r, ok := g.single(); ok {
+	var r namedRow
+	if g.single(&r) {
 		return appendNamedRow(qs, g, &r, now)
 	}
 	return appendNamedRows(qs, g, now)
 }
 
-// namedRow is one position of a named family member: the members of its
-// limit, remaining, reset and window fields, "" where a field has none.
-type namedRow [4]string
+// namedRow is one position of a named family member: its limit (-1 when
+// it has none), its remaining count (-1 when it has none, or when the
+// member is not a count), the remaining member when it is not a count, and
+// the members of its reset and window fields, "" where a field has none.
+type namedRow struct {
+	limit, remaining   int64
+	rem, reset, window string
+}
 
-// single returns g's only row when no field has more than one line or a
-// comma, and one of limit, remaining and reset says something: what most
-// responses send, read without walking lists.
-func (g *named) single() (r namedRow, ok bool) {
-	for i, lines := range g.fields {
-		if r[i], ok = onlyMember(lines); !ok {
-			return r, false
-		}
+// single reads g's only row into r when no field has more than one line or
+// a comma, and one of limit, remaining and reset says something: what most
+// responses send, read without walking lists. It reports whether it did.
+func (g *named) single(r *namedRow) bool {
+	var (
+		limit string
+		ok    bool
+	)
+	if r.limit, limit, ok = onlyCount(g.fields[0]); !ok {
+		return false
 	}
-	return r, r[0] != "" || r[1] != "" || r[2] != ""
+	if r.remaining, r.rem, ok = onlyCount(g.fields[1]); !ok {
+		return false
+	}
+	if r.reset, ok = onlyMember(g.fields[2]); !ok {
+		return false
+	}
+	if r.window, ok = onlyMember(g.fields[3]); !ok {
+		return false
+	}
+	return r.limit >= 0 || limit != "" || r.remaining >= 0 || r.rem != "" || r.reset != ""
 }
 
 // appendNamedRows is appendNamed for any g: it walks the lists of every
 // field, pairing their members by position.
 func appendNamedRows(qs []Quota, g *named, now time.Time) []Quota {
 	var ls [4]members
-	for i, lines := range g.fields {
+	for i, lines := range &g.fields {
 		ls[i].lines = lines
 	}
 	for {
-		r := namedRow{ls[0].next(), ls[1].next(), ls[2].next()}
-		if r[0] == "" && r[1] == "" && r[2] == "" {
+		limit, rem, reset := ls[0].next(), ls[1].next(), ls[2].next()
+		if limit == "" && rem == "" && reset == "" {
 			return qs
 		}
-		r[3] = ls[3].next()
+		r := namedRow{limit: parseCount(limit), remaining: -1, rem: rem, reset: reset, window: ls[3].next()}
 		qs = appendNamedRow(qs, g, &r, now)
 	}
 }
@@ -800,7 +907,7 @@ func appendNamedRows(qs []Quota, g *named, now time.Time) []Quota {
 // appendNamedRow appends the quota of one row of g to qs, if it says
 // anything.
 func appendNamedRow(qs []Quota, g *named, r *namedRow, now time.Time) []Quota {
-	q := Quota{Name: g.name, Limit: parseCount(r[0]), Remaining: -1, Unit: nameUnit(g.fam, g.name)}
+	q := Quota{Name: g.name, Limit: r.limit, Remaining: r.remaining, Unit: nameUnit(g.fam, g.name)}
 	switch g.fam {
 	case famX:
 		q.Window = nameWindow(g.name)
@@ -808,17 +915,20 @@ func appendNamedRow(qs []Quota, g *named, r *namedRow, now time.Time) []Quota {
 		// The daily limit resets at midnight in the account's time zone,
 		// which the response does not say: no Reset.
 		q.Window = nameWindow(g.name)
-		if d, ok := parseMillis(r[3]); ok && d > 0 {
+		if d, ok := parseMillis(r.window); ok && d > 0 {
 			q.Window = d
 		}
 	}
-	rem := r[1]
-	// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
-	if name, count, ok := strings.Cut(rem, ";"); ok && g.fam == famAzure {
-		q.Name, rem = trim(name), count
+	if rem := r.rem; rem != "" {
+		// x-ms-ratelimit-remaining-resource: "Microsoft.Compute/HighCostGet3Min;159"
+		if g.fam == famAzure {
+			if name, count, ok := strings.Cut(rem, ";"); ok {
+				q.Name, rem = trim(name), count
+			}
+		}
+		q.Remaining = parseCount(rem)
 	}
-	q.Remaining = parseCount(rem)
-	if t, ok := parseReset(r[2], now); ok {
+	if t, ok := parseReset(r.reset, now); ok {
 		q.Reset = t
 	}
 	if q.known() {

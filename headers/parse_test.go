@@ -24,15 +24,19 @@ func hdr(kv ...string) http.Header {
 
 func after(d time.Duration) time.Time { return now.Add(d) }
 
-func TestParseRealWorld(t *testing.T) {
-	tests := []struct {
-		name       string
-		h          http.Header
-		quotas     []Quota
-		retryAfter time.Duration
-		hasRetry   bool
-		delay      time.Duration
-	}{
+// parseCase is a header and what Parse makes of it.
+type parseCase struct {
+	name       string
+	h          http.Header
+	quotas     []Quota
+	retryAfter time.Duration
+	hasRetry   bool
+	delay      time.Duration
+}
+
+// realWorldCases are headers real servers send.
+func realWorldCases() []parseCase {
+	return []parseCase{
 		{
 			name: "GitHub",
 			h: hdr(
@@ -333,7 +337,10 @@ func TestParseRealWorld(t *testing.T) {
 			h:    hdr("Content-Type", "text/plain"),
 		},
 	}
-	for _, tt := range tests {
+}
+
+func TestParseRealWorld(t *testing.T) {
+	for _, tt := range realWorldCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			info := Parse(tt.h, now)
 			assert.Equal(t, tt.quotas, info.Quotas)

@@ -79,31 +79,53 @@ func load32(s string) uint64 {
 }
 
 // equalFold is strings.EqualFold for ASCII, which field names are (RFC 9110
-// tokens); a non-ASCII byte only ever equals itself.
+// tokens); a non-ASCII byte only ever equals itself. It compares words of
+// four or eight bytes, as hasPrefixLower does.
 func equalFold(a, b string) bool {
-	if len(a) != len(b) {
+	n := len(a)
+	switch {
+	case n != len(b):
 		return false
+	case n >= 8:
+		for i := 0; i < n-8; i += 8 {
+			if !foldEqual(load64(a[i:]), load64(b[i:])) {
+				return false
+			}
+		}
+		return foldEqual(load64(a[n-8:]), load64(b[n-8:]))
+	case n >= 4:
+		return foldEqual(load32(a), load32(b)) && foldEqual(load32(a[n-4:]), load32(b[n-4:]))
 	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if x == y {
-			continue
-		}
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
+	for i := range n {
+		if !foldEqual(uint64(a[i]), uint64(b[i])) {
 			return false
 		}
 	}
 	return true
 }
 
+// foldEqual reports whether the bytes of x and y are equal, ignoring ASCII
+// case.
+func foldEqual(x, y uint64) bool {
+	return x == y || lower64(x) == lower64(y)
+}
+
+// lower64 returns the bytes of x with the ASCII capitals 'A' to 'Z' in
+// lower case, and every other byte as it is.
+func lower64(x uint64) uint64 {
+	const ones = 0x0101010101010101
+	// Below 0x80, adding 0x3f sets a byte's top bit from 'A' up and adding
+	// 0x25 from '[' up, with no carry into the next byte.
+	t := x &^ (0x80 * ones)
+	upper := (t + 0x3f*ones) &^ (t + 0x25*ones) &^ x & (0x80 * ones)
+	return x | upper>>2
+}
+
 // trim removes the optional whitespace HTTP allows around a value.
 func trim(s string) string {
+	if len(s) > 0 && s[0] > ' ' && s[len(s)-1] > ' ' {
+		return s // the usual case, at the cost of one test for each end
+	}
 	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
 		s = s[1:]
 	}
@@ -119,6 +141,16 @@ func trim(s string) string {
 // ParseFloat's "Inf", "1e9" and "0x1p3" never reach the caller.
 func parseDec(s string) (whole, frac int64, ok bool) {
 	i := 0
+	switch {
+	case len(s) >= 8:
+		if v, ok := eightDigits(load64(s)); ok {
+			whole, i = int64(v), 8
+		}
+	case len(s) >= 4: // the first four after "0000"
+		if v, ok := eightDigits(load32(s)<<32 | 0x30303030); ok {
+			whole, i = int64(v), 4
+		}
+	}
 	for ; i < len(s) && isDigit(s[i]); i++ {
 		if i == 18 { // would overflow int64
 			return 0, 0, false
@@ -143,6 +175,22 @@ func parseDec(s string) (whole, frac int64, ok bool) {
 		scale /= 10
 	}
 	return whole, frac, true
+}
+
+// eightDigits returns the number the eight bytes of x (a word load64
+// made) write in decimal, if they are all ASCII digits: all eight at once,
+// for the long numbers of epoch resets and large limits.
+func eightDigits(x uint64) (uint64, bool) {
+	// A byte is a digit when its high nibble is 3 and adding 6 keeps it 3
+	// (no byte can carry into the next without failing the first test).
+	const ones = 0x0101010101010101
+	if x&(0xf0*ones)|(x+0x06*ones)&(0xf0*ones)>>4 != 0x33*ones {
+		return 0, false
+	}
+	x -= '0' * ones
+	x = (x * (10<<8 + 1)) >> 8 & 0x00ff00ff00ff00ff    // pairs of digits, in 16 bits each
+	x = (x * (100<<16 + 1)) >> 16 & 0x0000ffff0000ffff // fours, in 32 bits each
+	return (x * (10000<<32 + 1)) >> 32, true           // all eight
 }
 
 // parseCount parses a count such as a limit or a remaining number. A
@@ -391,7 +439,7 @@ func parseDate(s string) (time.Time, bool) {
 	// In UTC, Go knows only "UTC"; every other abbreviation gets a
 	// fabricated zero offset, which is wrong for the RFC 822 zones.
 	name, _ := t.Zone()
-	for _, z := range rfc822Zones {
+	for _, z := range rfc822Zones[:] {
 		if name == z.name {
 			return t.Add(-time.Duration(z.offset) * time.Second).UTC(), true
 		}
@@ -459,7 +507,7 @@ func isWeekday(s string) bool {
 	if len(s) < 3 || !isAlpha(s[0]) {
 		return false
 	}
-	for _, w := range weekdays {
+	for _, w := range weekdays[:] {
 		if strings.EqualFold(s, w) {
 			return true
 		}
