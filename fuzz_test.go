@@ -61,7 +61,8 @@ func FuzzGateLearns(f *testing.F) {
 				g.due(now, 0)
 			}
 			if len(tks) > 0 && i%2 == 0 {
-				a := read(&http.Response{StatusCode: status, Header: h, Body: http.NoBody}, nil, now)
+				var a answer
+				a.read(&http.Response{StatusCode: status, Header: h, Body: http.NoBody}, nil, now)
 				until := g.learn(&tks[0], &a, now)
 				g.settle(&tks[0])
 				tks = tks[1:]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttle/headers"
+	"github.com/throttlekit/throttle/internal/hdrhook"
 	"github.com/throttlekit/throttle/internal/waitq"
 	"github.com/throttlekit/throttle/limiters"
 )
@@ -458,13 +459,38 @@ type answer struct {
 	cls    headers.Classification
 	far    beyond
 	refill bool // its quotas refill continuously (refills)
+
+	buf *[answerQuotas]headers.Quota // info.Quotas' array, while it has room
 }
 
-// read reads what resp says; body is what headers.PeekBody peeked of it
-// (nil when nothing was).
-func read(resp *http.Response, body []byte, now time.Time) (a answer) {
+// answerQuotas is how many quotas an answer holds without allocating:
+// servers report one to four.
+const answerQuotas = 4
+
+var quotaBufs = sync.Pool{New: func() any { return new([answerQuotas]headers.Quota) }}
+
+// free gives a's buffer back, once nothing reads a.info.Quotas any more.
+func (a *answer) free() {
+	if a.buf != nil {
+		*a.buf = [answerQuotas]headers.Quota{} // holds no header's strings
+		quotaBufs.Put(a.buf)
+		a.buf = nil
+	}
+}
+
+// parseInto is headers.Parse appending to a buffer of the caller's
+// (internal/hdrhook): the Transport parses every answer with quotas, and
+// the slice Parse returns, which the caller owns, would be allocated
+// each time.
+var parseInto = hdrhook.ParseInto.(func([]headers.Quota, http.Header, time.Time) headers.Info)
+
+// read reads what resp says into a; body is what headers.PeekBody peeked
+// of it (nil when nothing was). a.info.Quotas may share a's own array: a
+// is not to be copied while they are used.
+func (a *answer) read(resp *http.Response, body []byte, now time.Time) {
 	a.status = resp.StatusCode
-	a.info = headers.Parse(resp.Header, now)
+	a.buf = quotaBufs.Get().(*[answerQuotas]headers.Quota)
+	a.info = parseInto(a.buf[:0], resp.Header, now)
 	if a.status >= 400 {
 		a.cls = headers.Classify(a.status, resp.Header, body)
 	}
@@ -474,7 +500,6 @@ func read(resp *http.Response, body []byte, now time.Time) (a answer) {
 	if len(a.info.Quotas) > 0 {
 		a.refill = refills(resp.Header, a.info.Quotas)
 	}
-	return a
 }
 
 // doneQuiet settles a success that says nothing of rate limits, if the

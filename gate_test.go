@@ -76,6 +76,7 @@ func TestGateWaitCancelledAsLetThrough(t *testing.T) {
 
 // answerOf reads resp as RoundTrip does.
 func answerOf(resp *http.Response) *answer {
-	a := read(resp, headers.PeekBody(resp), time.Now())
-	return &a
+	a := new(answer)
+	a.read(resp, headers.PeekBody(resp), time.Now())
+	return a
 }

@@ -353,7 +353,9 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 		}
 		return
 	}
-	a := read(resp, headers.PeekBody(resp), now)
+	var a answer
+	a.read(resp, headers.PeekBody(resp), now)
+	defer a.free()
 	if !g.heard.Load() && (a.status >= 400 || len(a.info.Quotas) > 0 || a.info.HasRetryAfter) {
 		g.heard.Store(true)
 	}

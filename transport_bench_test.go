@@ -63,3 +63,43 @@ func BenchmarkRoundTripOverhead(b *testing.B) {
 		})
 	}
 }
+
+// TestRoundTripAllocates: a round trip through the Transport allocates
+// nothing of its own, whether the answer says nothing of rate limits,
+// reports a quota, or names its bucket too: the quotas an answer reports
+// are parsed into a pooled buffer, not into a slice of their own. (Under
+// the race detector, whose sync.Pool drops some of what is put back, a
+// fraction of an allocation is allowed.)
+func TestRoundTripAllocates(t *testing.T) {
+	allowed := 0.0
+	if raceEnabled {
+		allowed = 0.5
+	}
+	for name, h := range map[string]http.Header{
+		"plain": {"Content-Type": {"text/plain"}},
+		"quota": {"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {"4999"}, "X-Ratelimit-Reset": {"1893456000"}},
+		"bucket": {"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {"4999"}, "X-Ratelimit-Reset": {"1893456000"},
+			"X-Ratelimit-Resource": {"core"}},
+		"two quotas": {"X-Ratelimit-Limit-Requests": {"5000"}, "X-Ratelimit-Remaining-Requests": {"4999"},
+			"X-Ratelimit-Reset-Requests": {"12ms"}, "X-Ratelimit-Limit-Tokens": {"200000"},
+			"X-Ratelimit-Remaining-Tokens": {"199000"}, "X-Ratelimit-Reset-Tokens": {"30ms"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := &http.Response{StatusCode: http.StatusOK, Header: h, Body: http.NoBody}
+			tr := NewTransport(roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil }),
+				WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(1e9), 1e9)))
+			defer tr.Close()
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test/items", nil)
+			trip := func() {
+				if _, err := tr.RoundTrip(req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			trip() // the partition's gate, and its bucket's, come first
+			trip()
+			if n := testing.AllocsPerRun(1000, trip); n > allowed {
+				t.Errorf("%v allocations a round trip, want %v at most", n, allowed)
+			}
+		})
+	}
+}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/throttlekit/throttle/internal/hdrhook"
 )
 
 // TestParseAllocates: Parse allocates only the slice it returns; the
@@ -23,6 +25,23 @@ func TestParseAllocates(t *testing.T) {
 		assert.Equal(t, want, testing.AllocsPerRun(100, func() { Parse(c.h, now) }), c.name)
 	}
 	assert.Zero(t, testing.AllocsPerRun(100, func() { parseReset("2024-01-02T15:04:06Z", now) }))
+}
+
+// TestParseIntoHook: the parser the Transport calls through hdrhook is
+// set, reads what Parse reads, appends to the buffer it is given, and with
+// room in it allocates nothing.
+func TestParseIntoHook(t *testing.T) {
+	parse, ok := hdrhook.ParseInto.(func([]Quota, http.Header, time.Time) Info)
+	require.True(t, ok, "hdrhook.ParseInto is %T", hdrhook.ParseInto)
+	var buf [8]Quota
+	for _, c := range fixtures() {
+		info := parse(buf[:0], c.h, now)
+		assert.Equal(t, Parse(c.h, now), info, c.name)
+		if len(info.Quotas) > 0 {
+			assert.Same(t, &buf[0], &info.Quotas[0], "%s: the quotas are in the buffer given", c.name)
+		}
+		assert.Zero(t, testing.AllocsPerRun(100, func() { parse(buf[:0], c.h, now) }), c.name)
+	}
 }
 
 // TestParseAnyCase: a header parses the same whatever the case of its

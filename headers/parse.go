@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/throttlekit/throttle/internal/hdrhook"
 )
 
 // Quota is one limit a server reports: Limit units per Window, of which
@@ -490,6 +492,22 @@ func (g *gathered) add(nd []named, k string, vs []string) []named {
 // Parse never fails: fields it does not know are skipped and values it
 // cannot read are left unknown.
 func Parse(h http.Header, now time.Time) Info {
+	// Its own array, so that buf stays on the stack: only a copy leaves.
+	var buf [8]Quota
+	in := parseInto(buf[:0], h, now)
+	info := Info{RetryAfter: in.RetryAfter, HasRetryAfter: in.HasRetryAfter}
+	if len(in.Quotas) > 0 {
+		info.Quotas = make([]Quota, len(in.Quotas))
+		copy(info.Quotas, in.Quotas)
+	}
+	return info
+}
+
+func init() { hdrhook.ParseInto = parseInto }
+
+// parseInto is Parse, with the quotas appended to dst[:0] (no allocation
+// while dst has room). The Transport calls it through hdrhook.
+func parseInto(dst []Quota, h http.Header, now time.Time) Info {
 	var (
 		g    gathered
 		nbuf [8]named
@@ -532,11 +550,8 @@ func Parse(h http.Header, now time.Time) Info {
 	if cached(st[kindAge]) {
 		return info
 	}
-	// Its own variable, so that buf stays on the stack: only a copy leaves.
-	var buf [8]Quota
-	if qs := appendQuotas(buf[:0], st, nd, now); len(qs) > 0 {
-		info.Quotas = make([]Quota, len(qs))
-		copy(info.Quotas, qs)
+	if qs := appendQuotas(dst[:0], st, nd, now); len(qs) > 0 {
+		info.Quotas = qs
 	}
 	return info
 }

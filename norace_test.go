@@ -1,0 +1,6 @@
+//go:build !race
+
+package throttle
+
+// raceEnabled: the race detector is on.
+const raceEnabled = false
