@@ -492,9 +492,23 @@ func (g *gathered) add(nd []named, k string, vs []string) []named {
 // Parse never fails: fields it does not know are skipped and values it
 // cannot read are left unknown.
 func Parse(h http.Header, now time.Time) Info {
+	var (
+		g    gathered
+		nbuf [8]named
+	)
+	nd := nbuf[:0]
+	for k, vs := range h {
+		nd = g.add(nd, k, vs)
+	}
+	if !g.found {
+		return Info{} // most responses: nothing about rate limits
+	}
+	if g.again {
+		nd = g.regather(h, nbuf[:0])
+	}
 	// Its own array, so that buf stays on the stack: only a copy leaves.
 	var buf [8]Quota
-	in := parseInto(buf[:0], h, now)
+	in := g.info(buf[:0], nd, now)
 	info := Info{RetryAfter: in.RetryAfter, HasRetryAfter: in.HasRetryAfter}
 	if len(in.Quotas) > 0 {
 		info.Quotas = make([]Quota, len(in.Quotas))
@@ -517,17 +531,30 @@ func parseInto(dst []Quota, h http.Header, now time.Time) Info {
 		nd = g.add(nd, k, vs)
 	}
 	if !g.found {
-		return Info{} // most responses: nothing about rate limits
+		return Info{}
 	}
 	if g.again {
-		// A field under two spellings (say, "X-RateLimit-Limit" set with
-		// Add and "x-ratelimit-limit" set directly): rare, so allocating
-		// is fine, but map order is random, so gather again in key order.
-		g, nd = gathered{}, nbuf[:0]
-		for _, k := range slices.Sorted(maps.Keys(h)) {
-			nd = g.add(nd, k, h[k])
-		}
+		nd = g.regather(h, nbuf[:0])
 	}
+	return g.info(dst, nd, now)
+}
+
+// regather sorts the fields of h into g again, in key order, and returns
+// the named ones appended to nd: for a field under two spellings (say,
+// "X-RateLimit-Limit" set with Add and "x-ratelimit-limit" set directly),
+// whose lines a walk in map order would merge in a random order. Rare:
+// allocating is fine.
+func (g *gathered) regather(h http.Header, nd []named) []named {
+	*g = gathered{}
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		nd = g.add(nd, k, h[k])
+	}
+	return nd
+}
+
+// info reads what the fields gathered in g and nd say, the quotas
+// appended to dst[:0].
+func (g *gathered) info(dst []Quota, nd []named, now time.Time) Info {
 	st := &g.st
 
 	var info Info
