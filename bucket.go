@@ -160,6 +160,7 @@ func (g *gate) bucket(name string, r route) *gate {
 	if b == nil {
 		if g.buckets == nil {
 			g.buckets = make(map[string]*gate)
+			g.wire.Store(int64(g.inflight)) // storeWire's from now on
 		}
 		name = strings.Clone(name)
 		b = &gate{key: g.key + "#" + name, name: name, maxPause: g.maxPause, emit: g.emit, closed: g.closed, parent: g}

@@ -99,10 +99,12 @@ func (g *gate) onWire() int {
 }
 
 // storeWire publishes inflight for the partition's buckets (onWire). Only
-// a partition's own gate has buckets: a bucket's gate skips the atomic
-// store. g.mu must be held.
+// a partition's own gate has buckets, and until it has one nothing reads
+// wire: the atomic store, a full barrier under the gate's lock on every
+// request, waits for the first (bucket stores wire when it makes it).
+// g.mu must be held.
 func (g *gate) storeWire() {
-	if g.parent == nil {
+	if g.buckets != nil {
 		g.wire.Store(int64(g.inflight))
 	}
 }
