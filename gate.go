@@ -614,30 +614,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 // a pause a quota at zero started, or zero. g.mu must be held.
 func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	if tk.probe && !g.wsReset.IsZero() && a.status < 400 {
-		if q, ok := tightest(a.info); ok && q.Reset.After(g.wsReset) {
-			// The first request through after a whole-second reset, and it
-			// opened a new window: the server's reset had come by the time
-			// it was sent. Next time, send one round trip later than that:
-			// latency varies, and a window that starts when a request
-			// arrives ends later by as much as that request's way there
-			// took.
-			switch d := max(now.Sub(g.wsReset), 0); {
-			case d < time.Second:
-				g.phase = d
-			case !q.Reset.Before(g.wsReset.Add(2 * time.Second)):
-				// Sent a second or more after the reset, and its window
-				// ends two whole seconds or more after it: a window that
-				// started at this request (one that was already running
-				// would end within a second of it). Its end falls where
-				// the request fell in its second.
-				g.phase = d % time.Second
-			default:
-				// Sent a second or more after the reset (a Retry-After
-				// held it), into a window already running: it says nothing
-				// of where in their second this server's windows end.
-			}
-		}
-		g.wsReset, g.steps = time.Time{}, 0
+		g.learnPhase(a, now)
 	}
 	var until time.Time
 	learned := false
@@ -714,6 +691,36 @@ func (g *gate) within(t, now time.Time) time.Time {
 		return t
 	}
 	return minTime(t, now.Add(g.maxPause))
+}
+
+// learnPhase learns, from the answer a to the probe sent after a
+// whole-second reset (g.wsReset), when this server's whole-second resets
+// really come (resetFor). g.mu must be held.
+func (g *gate) learnPhase(a *answer, now time.Time) {
+	if q, ok := tightest(a.info); ok && q.Reset.After(g.wsReset) {
+		// The first request through after a whole-second reset, and it
+		// opened a new window: the server's reset had come by the time
+		// it was sent. Next time, send one round trip later than that:
+		// latency varies, and a window that starts when a request
+		// arrives ends later by as much as that request's way there
+		// took.
+		switch d := max(now.Sub(g.wsReset), 0); {
+		case d < time.Second:
+			g.phase = d
+		case !q.Reset.Before(g.wsReset.Add(2 * time.Second)):
+			// Sent a second or more after the reset, and its window
+			// ends two whole seconds or more after it: a window that
+			// started at this request (one that was already running
+			// would end within a second of it). Its end falls where
+			// the request fell in its second.
+			g.phase = d % time.Second
+		default:
+			// Sent a second or more after the reset (a Retry-After
+			// held it), into a window already running: it says nothing
+			// of where in their second this server's windows end.
+		}
+	}
+	g.wsReset, g.steps = time.Time{}, 0
 }
 
 // slidingStep is one pace step of a sliding window (quota.sliding) that a
