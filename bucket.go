@@ -53,19 +53,18 @@ func WithBucketRoute(f func(*http.Request) string) Option {
 	return func(t *Transport) { t.route = f }
 }
 
-// bucketName returns the bucket an answer a (read from h) names, or "":
-// GitHub's x-ratelimit-resource, Discord's X-RateLimit-Bucket, or the pk
-// of the first IETF quota that has one. A success that reports no quota
-// teaches a bucket nothing, so its bucket is not looked for.
-func bucketName(h http.Header, a *answer) string {
+// bucketName returns the bucket an answer a names, or "": GitHub's
+// x-ratelimit-resource or Discord's X-RateLimit-Bucket (a.bucket, read as
+// the header was parsed), or the pk of the first IETF quota that has one.
+// A success that reports no quota teaches a bucket nothing, so its bucket
+// is not looked for.
+func bucketName(a *answer) string {
 	info := &a.info
 	if len(info.Quotas) == 0 && !info.HasRetryAfter && a.status < 400 {
 		return ""
 	}
-	for _, name := range [...]string{"X-Ratelimit-Resource", "X-Ratelimit-Bucket"} {
-		if v := h[name]; len(v) > 0 && v[0] != "" {
-			return v[0]
-		}
+	if a.bucket != "" {
+		return a.bucket
 	}
 	for i := range info.Quotas {
 		if p := info.Quotas[i].Partition; p != "" {

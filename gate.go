@@ -460,7 +460,8 @@ type answer struct {
 	info   headers.Info
 	cls    headers.Classification
 	far    beyond
-	refill bool // its quotas refill continuously (refills)
+	refill bool   // its quotas refill continuously (refills)
+	bucket string // the bucket its fields name (hdrhook.ParseInto), or ""
 
 	buf *[answerQuotas]headers.Quota // info.Quotas' array, while it has room
 }
@@ -484,7 +485,7 @@ func (a *answer) free() {
 // (internal/hdrhook): the Transport parses every answer with quotas, and
 // the slice Parse returns, which the caller owns, would be allocated
 // each time.
-var parseInto = hdrhook.ParseInto.(func([]headers.Quota, http.Header, time.Time) headers.Info)
+var parseInto = hdrhook.ParseInto.(func([]headers.Quota, http.Header, time.Time) (headers.Info, string))
 
 // read reads what resp says into a; body is what headers.PeekBody peeked
 // of it (nil when nothing was). a.info.Quotas may share a's own array: a
@@ -492,7 +493,7 @@ var parseInto = hdrhook.ParseInto.(func([]headers.Quota, http.Header, time.Time)
 func (a *answer) read(resp *http.Response, body []byte, now time.Time) {
 	a.status = resp.StatusCode
 	a.buf = quotaBufs.Get().(*[answerQuotas]headers.Quota)
-	a.info = parseInto(a.buf[:0], resp.Header, now)
+	a.info, a.bucket = parseInto(a.buf[:0], resp.Header, now)
 	if a.status >= 400 {
 		a.cls = headers.Classify(a.status, resp.Header, body)
 	}

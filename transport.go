@@ -360,7 +360,7 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 		g.heard.Store(true)
 	}
 	lg := g
-	if name := bucketName(resp.Header, &a); name != "" && name != g.name {
+	if name := bucketName(&a); name != "" && name != g.name {
 		if !routed {
 			r = t.routeOf(req)
 		}

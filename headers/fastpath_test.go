@@ -28,19 +28,34 @@ func TestParseAllocates(t *testing.T) {
 }
 
 // TestParseIntoHook: the parser the Transport calls through hdrhook is
-// set, reads what Parse reads, appends to the buffer it is given, and with
-// room in it allocates nothing.
+// set, reads what Parse reads, appends to the buffer it is given, with room
+// in it allocates nothing, and reads the bucket the fields name.
 func TestParseIntoHook(t *testing.T) {
-	parse, ok := hdrhook.ParseInto.(func([]Quota, http.Header, time.Time) Info)
+	parse, ok := hdrhook.ParseInto.(func([]Quota, http.Header, time.Time) (Info, string))
 	require.True(t, ok, "hdrhook.ParseInto is %T", hdrhook.ParseInto)
 	var buf [8]Quota
 	for _, c := range fixtures() {
-		info := parse(buf[:0], c.h, now)
+		info, _ := parse(buf[:0], c.h, now)
 		assert.Equal(t, Parse(c.h, now), info, c.name)
 		if len(info.Quotas) > 0 {
 			assert.Same(t, &buf[0], &info.Quotas[0], "%s: the quotas are in the buffer given", c.name)
 		}
 		assert.Zero(t, testing.AllocsPerRun(100, func() { parse(buf[:0], c.h, now) }), c.name)
+	}
+	for _, c := range []struct {
+		h    http.Header
+		want string
+	}{
+		{http.Header{"X-Ratelimit-Resource": {"search"}, "X-Ratelimit-Remaining": {"3"}}, "search"},
+		{http.Header{"x-ratelimit-resource": {" core "}}, "core"},
+		{http.Header{"X-Ratelimit-Bucket": {"abcd1234"}, "X-Ratelimit-Scope": {"user"}}, "abcd1234"},
+		{http.Header{"X-Ratelimit-Resource": {""}, "X-Ratelimit-Bucket": {"b"}}, "b"},
+		{http.Header{"X-Ratelimit-Resource": {"graphql"}, "X-Ratelimit-Bucket": {"b"}}, "graphql"},
+		{http.Header{"X-Ratelimit-Scope": {"user"}, "X-Ratelimit-Limit": {"5"}}, ""},
+		{http.Header{"Content-Type": {"text/plain"}}, ""},
+	} {
+		_, got := parse(buf[:0], c.h, now)
+		assert.Equal(t, c.want, got, "%v", c.h)
 	}
 }
 

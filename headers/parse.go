@@ -520,8 +520,9 @@ func Parse(h http.Header, now time.Time) Info {
 func init() { hdrhook.ParseInto = parseInto }
 
 // parseInto is Parse, with the quotas appended to dst[:0] (no allocation
-// while dst has room). The Transport calls it through hdrhook.
-func parseInto(dst []Quota, h http.Header, now time.Time) Info {
+// while dst has room), and the bucket the fields name (gathered.bucket).
+// The Transport calls it through hdrhook.
+func parseInto(dst []Quota, h http.Header, now time.Time) (Info, string) {
 	var (
 		g    gathered
 		nbuf [8]named
@@ -531,12 +532,27 @@ func parseInto(dst []Quota, h http.Header, now time.Time) Info {
 		nd = g.add(nd, k, vs)
 	}
 	if !g.found {
-		return Info{}
+		return Info{}, ""
 	}
 	if g.again {
 		nd = g.regather(h, nbuf[:0])
 	}
-	return g.info(dst, nd, now)
+	bucket := g.bucket() // before info, which fills Resource's place in when it is missing
+	return g.info(dst, nd, now), bucket
+}
+
+// bucket is the bucket the fields gathered in g name: the first value of
+// X-RateLimit-Resource (GitHub), else of X-RateLimit-Bucket (Discord),
+// trimmed; "" when neither has one.
+func (g *gathered) bucket() string {
+	for _, lines := range [...][]string{g.st[kindXResource], g.st[kindXBucket]} {
+		if len(lines) > 0 {
+			if v := trim(lines[0]); v != "" {
+				return v
+			}
+		}
+	}
+	return ""
 }
 
 // regather sorts the fields of h into g again, in key order, and returns
