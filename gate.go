@@ -77,7 +77,7 @@ type ticket struct {
 	ver    int64     // g.ver when the request was let through
 	pause  int64     // g.pauses when the request was let through
 	seen   int64     // g.answered when the request was let through: 0 in the first wave
-	at     time.Time // when a probe was let through (zero for others)
+	at     time.Time // when the request was let through (zero if the gate was quiet)
 	charge [maxQuotas]int64
 }
 
@@ -203,9 +203,8 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		}
 		g.resumedAt = now // the first cycle starts with the first request
 	}
-	*tk = ticket{probe: g.probe, ver: g.ver, pause: g.pauses, seen: g.answered, charge: *ch}
+	*tk = ticket{probe: g.probe, ver: g.ver, pause: g.pauses, seen: g.answered, charge: *ch, at: now}
 	if g.probe {
-		tk.at = now
 		g.probe, g.probing = false, true
 	}
 	next, wire := g.nextSend, g.onWire()
@@ -572,13 +571,10 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		if a.far.any() {
 			d = g.maxPause
 		}
+		// A wait the refusal asked for is kept, whatever else is known
+		// (a sliding window's pace would free a request sooner) and
+		// whatever other answers say meanwhile: pauseUntil only extends.
 		g.learnQuotas(tk, a, now)
-		if step := g.slidingStep(a, now); step > 0 {
-			// A sliding window found to misreport: its Retry-After is the
-			// window's length whatever its count, and its count falls
-			// steadily; one pace step frees a request.
-			d = min(d, step)
-		}
 		if d > 0 {
 			until := now.Add(min(d, g.maxPause))
 			if fresh && !a.far.any() && g.okSince > 0 && !g.resumedAt.IsZero() && !g.hasQuotas() {
@@ -662,12 +658,16 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		// refilled): believe it. Every request still on the wire may be
 		// missing from the count, so avail subtracts their claims; one that
 		// was counted comes back and gives its claim back.
-		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, g.ver+1, now)
+		sent := tk.at
+		if sent.IsZero() {
+			sent = g.resumedAt // let through by a quiet gate: after its first request
+		}
+		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, g.ver+1, sent, now)
 		learned = true
 		if s.Remaining == 0 && !q.refill {
 			// A window at zero: nothing before its reset. (A refilling
 			// quota at zero only waits for what refills: readyAt.)
-			until = maxTime(until, reset)
+			until = maxTime(until, q.reset)
 		}
 	}
 	if learned {
@@ -722,20 +722,6 @@ func (g *gate) learnPhase(a *answer, now time.Time) {
 		}
 	}
 	g.wsReset, g.steps = time.Time{}, 0
-}
-
-// slidingStep is one pace step of a sliding window (quota.sliding) that a
-// refusal reports, once the quota is learned from it; 0 if none. g.mu must
-// be held.
-func (g *gate) slidingStep(a *answer, now time.Time) time.Duration {
-	for _, s := range a.info.Quotas {
-		for i := range g.quotas[:g.nq] {
-			if q := &g.quotas[i]; q.name == s.Name && q.sliding() {
-				return q.pace(now, 1, g.onWire())
-			}
-		}
-	}
-	return 0
 }
 
 // hasQuotas reports whether the gate follows any quota. g.mu must be held.
@@ -856,6 +842,13 @@ func (g *gate) resetFor(q *headers.Quota, now time.Time) time.Time {
 		return now.Add(notYet)
 	}
 	return r
+}
+
+// wholeSeconds reports whether a reset read at now was written in whole
+// seconds: as epoch seconds, or as seconds from now (headers.Parse adds
+// those to now). Such a reset is rounded, up or down, by up to a second.
+func wholeSeconds(reset, now time.Time) bool {
+	return reset.Nanosecond() == 0 || reset.Sub(now)%time.Second == 0
 }
 
 // resetSlack is added to a reset written finer than the second: fields

@@ -25,12 +25,16 @@ type quota struct {
 	at      time.Time // when rmin was said
 	reset   time.Time // the window's end, or when a refilling quota is full
 	guessed bool      // reset is our guess (the server's had passed): no pacing
+	fine    bool      // the server wrote a reset finer than the second
+	heard   int       // answers applied
 
 	// refill: the quota refills continuously (OpenAI's and Anthropic's
 	// buckets, a sliding window), so limit−rmin come back evenly from at to
 	// full, rather than all at reset.
 	refill bool
 	full   time.Time
+
+	span span // how long a window lasts from its first request
 
 	claimed int64 // units claimed by requests on the wire
 	avg     int64 // the average declared cost of recent requests; 0: none yet
@@ -172,7 +176,23 @@ func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
 	if a <= 0 || !low(a, q.limit) {
 		return 0
 	}
-	return time.Duration(float64(q.reset.Sub(now)) * float64(n) / float64(a+n))
+	// Spread until the earliest the window may end, never past it: a
+	// unit held beyond the end is a unit the window never used.
+	left := q.earliest().Sub(now)
+	if left <= 0 {
+		return 0
+	}
+	return time.Duration(float64(left) * float64(n) / float64(a+n))
+}
+
+// earliest is the earliest moment the window q follows may end: its
+// reset, less the second of rounding a reset written in whole seconds
+// may hide.
+func (q *quota) earliest() time.Time {
+	if !q.fine {
+		return q.reset.Add(-time.Second)
+	}
+	return q.reset
 }
 
 // slidingMargin is how many requests per window under its limit a
@@ -263,7 +283,11 @@ var refillKeys = [...]string{
 // to a later request), at now; reset is the server's reset as resetFor read
 // it, guessed when it is our guess. It reports whether the quota is at
 // zero with a window reset to pause until.
-func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, guessed bool, ver int64, now time.Time) {
+func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, guessed bool, ver int64, sent, now time.Time) {
+	q.heard++
+	if !s.Reset.IsZero() && !wholeSeconds(s.Reset, now) {
+		q.fine = true
+	}
 	q.unit = unitOf(s.Unit)
 	q.limit = s.Limit
 	if q.concurrent() {
@@ -291,7 +315,9 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	if q.sliding() {
 		// A sliding window: model it as a bucket refilling limit per
 		// window. Its window is the least step seen between its resets.
-		if d := s.Reset.Sub(q.said); s.Window <= 0 && !q.said.IsZero() && d > 0 && d < q.window {
+		// (Steps under a second are a reset written relative to the
+		// answer's time, moving with it, not a window's.)
+		if d := s.Reset.Sub(q.said); s.Window <= 0 && !q.said.IsZero() && d >= time.Second && d < q.window {
 			q.window = d
 		}
 		q.rmin, q.at, q.ver, q.reset, q.guessed, q.known = s.Remaining, now, ver, reset, guessed, true
@@ -321,18 +347,119 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 				}
 			}
 			q.refill = true
-			q.apply(s, false, fresh, reset, guessed, ver, now) // sets q.said
+			q.apply(s, false, fresh, reset, guessed, ver, sent, now) // sets q.said
 			return
 		}
 		q.after = 0
 	}
 	stale := q.known && !q.refill && ended // q.stale(now): q is not concurrent here
-	if !q.known || stale || fresh || s.Remaining < q.rmin {
+	// A window's count only falls: a fresher answer that says more
+	// remains speaks of a new window.
+	next := !q.known || stale || fresh && s.Remaining > q.rmin
+	if next || fresh || s.Remaining < q.rmin {
 		q.rmin, q.ver, q.at = s.Remaining, ver, now
 	}
-	if !q.known || stale || fresh || reset.After(q.reset) {
+	// Every answer of one window bounds its end from above (a reset
+	// rounded up, or exact): the window ends by the earliest of them,
+	// whichever answer said it last. A guess gives way to the server's
+	// word, never the other way round.
+	var said time.Time // a reset in whole seconds, read as rounded up
+	if q.heard > 1 && !q.fine && !guessed {
+		said = s.Reset
+	}
+	q.span.learn(next, s.Remaining == s.Limit-1 || s.Limit <= 0, sent, said, now)
+	if end := q.span.end(); !end.IsZero() && !guessed && end.Add(spanGain).Before(reset) {
+		reset = end
+	}
+	switch {
+	case next, q.guessed && !guessed:
 		q.reset, q.guessed = reset, guessed
+	case guessed == q.guessed && reset.Before(q.reset):
+		q.reset = reset
 	}
 	q.known = true
 	q.said = s.Reset
+}
+
+// span learns how long a fixed window lasts from the request that opened
+// it, for servers whose windows start at a client's first request
+// (express-rate-limit's MemoryStore, and many more): such a window ends
+// one length after its first request arrived, which a client learns to
+// within a round trip, where a reset written in whole epoch seconds
+// leaves a second of doubt. Every window bounds the length: it lasted at
+// least from its first request's answer to the sending of a request that
+// still found it open, and at most from its first request's sending to
+// the answer of the request that found the next one, or to the reset the
+// server wrote (read as rounded up). Windows are configured in whole
+// seconds, so once the bounds are within spanDoubt of each other the
+// length guessed is the shortest whole number of seconds they allow. A
+// guess a request proves too short raises the lower bound; bounds that
+// cross (a reset rounded down, or windows that do not start at a
+// request but on the clock) drop the upper bound, to be learned again.
+type span struct {
+	openSent, openAt time.Time     // the current window's first request: sent, answered; zero if unknown
+	lo, hi           time.Duration // the length is more than lo and at most hi (hi 0: unknown)
+}
+
+// spanGain is how much earlier than the server's reset span's guess must
+// end for the gate to act on it: a guess is worth its risk only where a
+// reset in whole seconds hides much of a second, not where the server
+// wrote its reset to the millisecond and the guess only rounds it.
+const spanGain = 10 * time.Millisecond
+
+// spanDoubt is how far apart span's bounds may be for a guess: two whole
+// seconds fit, and a wrong guess costs one refused probe.
+const spanDoubt = 2 * time.Second
+
+// learn applies an answer to a request sent at sent (zero if unknown),
+// answered at now, that said the window ends by reset (zero: it did not
+// say in whole seconds): next says it found a new window, first that it
+// was the first request counted in it.
+func (p *span) learn(next, first bool, sent, reset, now time.Time) {
+	switch {
+	case next:
+		if !p.openSent.IsZero() {
+			p.bound(now.Sub(p.openSent))
+		}
+		p.openSent, p.openAt = time.Time{}, time.Time{}
+		if first && !sent.IsZero() {
+			p.openSent, p.openAt = sent, now
+		}
+	case !p.openAt.IsZero() && !sent.IsZero():
+		p.lo = max(p.lo, sent.Sub(p.openAt))
+	}
+	if !reset.IsZero() && !p.openSent.IsZero() {
+		p.bound(reset.Sub(p.openSent))
+	}
+	if p.hi != 0 && p.lo >= p.hi {
+		p.hi = 0
+	}
+}
+
+// bound lowers the upper bound to d.
+func (p *span) bound(d time.Duration) {
+	if p.hi == 0 || d < p.hi {
+		p.hi = d
+	}
+}
+
+// guess is the window's length as span can tell, or 0.
+func (p *span) guess() time.Duration {
+	if p.hi == 0 || p.hi-p.lo > spanDoubt {
+		return 0
+	}
+	w := (p.lo/time.Second + 1) * time.Second
+	if w > p.hi {
+		return 0
+	}
+	return w
+}
+
+// end is when the current window ends by span's guess, or zero.
+func (p *span) end() time.Time {
+	w := p.guess()
+	if w == 0 || p.openAt.IsZero() {
+		return time.Time{}
+	}
+	return p.openAt.Add(w)
 }

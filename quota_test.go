@@ -35,7 +35,7 @@ func TestQuotaCharge(t *testing.T) {
 // until its reset, and a request waits exactly until enough has refilled.
 func TestRefillingQuota(t *testing.T) {
 	var q quota
-	q.apply(&headers.Quota{Name: "tokens", Unit: "tokens", Limit: 6000, Remaining: 0}, true, true, t0.Add(time.Minute), false, 1, t0)
+	q.apply(&headers.Quota{Name: "tokens", Unit: "tokens", Limit: 6000, Remaining: 0}, true, true, t0.Add(time.Minute), false, 1, time.Time{}, t0)
 	assert.EqualValues(t, 0, q.avail(t0, 0))
 	assert.EqualValues(t, 3000, q.avail(t0.Add(30*time.Second), 0))
 	assert.EqualValues(t, 6000, q.avail(t0.Add(2*time.Minute), 0), "never above the limit")
@@ -52,12 +52,12 @@ func TestRefillingQuota(t *testing.T) {
 // tenth evenly until then; a stale one (reset passed) is forgotten.
 func TestWindowQuota(t *testing.T) {
 	var q quota
-	q.apply(&headers.Quota{Name: "core", Limit: 100, Remaining: 5}, false, true, t0.Add(60*time.Second), false, 1, t0)
+	q.apply(&headers.Quota{Name: "core", Limit: 100, Remaining: 5}, false, true, t0.Add(60*time.Second), false, 1, time.Time{}, t0)
 	assert.EqualValues(t, 5, q.avail(t0, 0))
 	assert.EqualValues(t, 2, q.avail(t0, 3), "requests on the wire count against a quota of requests")
 	assert.Equal(t, t0.Add(60*time.Second), q.readyAt(t0, 6, 0))
 	q.claim(t0, 1, false)
-	assert.Equal(t, 12*time.Second, q.pace(t0, 1, 1), "4 left after this one: 60s/(4+1)")
+	assert.Equal(t, 11800*time.Millisecond, q.pace(t0, 1, 1), "4 left after this one: spread until a second before the reset, which whole seconds may round up: 59s/(4+1)")
 	assert.False(t, q.stale(t0.Add(59*time.Second)))
 	assert.True(t, q.stale(t0.Add(60*time.Second)))
 }
@@ -70,26 +70,26 @@ func TestWindowQuota(t *testing.T) {
 // after a whole-second reset) is not.
 func TestSlidingWindowDetected(t *testing.T) {
 	var q quota
-	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0, Reset: t0.Add(time.Second)}, false, true, t0.Add(time.Second), false, 1, t0)
+	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0, Reset: t0.Add(time.Second)}, false, true, t0.Add(time.Second), false, 1, time.Time{}, t0)
 	assert.False(t, q.sliding())
 	now := t0.Add(time.Second)
 	q.claim(now, 1, false) // the probe
-	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, 2, now)
+	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, 2, time.Time{}, now)
 	assert.True(t, q.sliding())
 	assert.Equal(t, now, q.readyAt(now, 1, 1), "paced, not counted")
 	assert.InDelta(t, float64(time.Second)/9.4, float64(q.pace(now, 1, 1)), 1)
 
 	var f quota // a fixed window: its new window starts full
-	f.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0.Add(time.Second)}, false, true, t0.Add(time.Second), false, 1, t0)
+	f.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0.Add(time.Second)}, false, true, t0.Add(time.Second), false, 1, time.Time{}, t0)
 	f.claim(now, 1, false)
-	f.apply(&headers.Quota{Limit: 10, Remaining: 9, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, 2, now)
+	f.apply(&headers.Quota{Limit: 10, Remaining: 9, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, 2, time.Time{}, now)
 	assert.False(t, f.sliding())
 
 	var g quota // a fixed window probed after its whole-second reset
-	g.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0}, false, true, t0.Add(50*time.Millisecond), true, 1, t0)
+	g.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0}, false, true, t0.Add(50*time.Millisecond), true, 1, time.Time{}, t0)
 	later := t0.Add(100 * time.Millisecond)
 	g.claim(later, 1, false)
-	g.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0}, false, true, later.Add(800*time.Millisecond), true, 2, later)
+	g.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0}, false, true, later.Add(800*time.Millisecond), true, 2, time.Time{}, later)
 	assert.False(t, g.sliding(), "our guess of the reset moved on, the server's did not")
 }
 
@@ -97,7 +97,7 @@ func TestSlidingWindowDetected(t *testing.T) {
 // wire, not a window, and only an answer frees room.
 func TestConcurrencyQuota(t *testing.T) {
 	var q quota
-	q.apply(&headers.Quota{Name: "conc", Unit: "concurrent-requests", Limit: 2, Remaining: -1}, false, true, time.Time{}, false, 1, t0)
+	q.apply(&headers.Quota{Name: "conc", Unit: "concurrent-requests", Limit: 2, Remaining: -1}, false, true, time.Time{}, false, 1, time.Time{}, t0)
 	assert.Equal(t, t0, q.readyAt(t0, 1, 1))
 	assert.True(t, q.readyAt(t0, 1, 2).IsZero())
 }
