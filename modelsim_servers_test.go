@@ -43,13 +43,20 @@ type simWire struct {
 	jitter  time.Duration // extra on the way there: uniform in [0, jitter]
 	seed    uint64
 
+	// trace, when set, keeps the exchanges up to ten after the first
+	// request sent during a pause, for a test to print.
+	trace bool
+
 	mu       sync.Mutex
 	rng      *rand.Rand
+	log      []string
+	logLeft  int
 	ok       int
 	refused  int
 	inPause  int
 	requests int
 	pauses   []simPause
+	start    time.Time // the first request's sending
 }
 
 // simPause is a wait a refusal asked for: heard by the client at heard,
@@ -59,6 +66,14 @@ type simPause struct{ heard, until time.Time }
 // simCounts is what a simWire counted.
 type simCounts struct {
 	ok, refused, inPause, requests int
+}
+
+// traced returns the exchanges kept by trace: the forty before the first
+// request sent during a pause, and the ten after it.
+func (w *simWire) traced() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.log...)
 }
 
 func (w *simWire) counts() simCounts {
@@ -120,6 +135,13 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	w.pauses = live
 	if during {
 		w.inPause++
+		if w.inPause == 1 {
+			w.logLeft = 11
+		}
+	}
+	start := w.start
+	if start.IsZero() {
+		start, w.start = sent, sent
 	}
 	w.mu.Unlock()
 
@@ -150,11 +172,27 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := simSleep(ctx, w.latency); err != nil {
 		return nil, err
 	}
+	w.mu.Lock()
 	if refused && wait > 0 {
-		w.mu.Lock()
 		w.pauses = append(w.pauses, simPause{heard: time.Now(), until: arrived.Add(wait)})
-		w.mu.Unlock()
 	}
+	if w.trace && (w.inPause == 0 || w.logLeft > 0) {
+		if w.inPause > 0 {
+			w.logLeft--
+		}
+		mark := ""
+		if during {
+			mark = "  <- sent during a pause"
+		}
+		at := func(t time.Time) string { return fmt.Sprintf("%.4f", t.Sub(start).Seconds()) }
+		w.log = append(w.log, fmt.Sprintf("sent %s arrived %s heard %s: %d Retry-After=%q X-RateLimit-Remaining=%q X-RateLimit-Reset=%q RateLimit=%q%s",
+			at(sent), at(arrived), at(time.Now()), resp.StatusCode, resp.Header.Get("Retry-After"),
+			resp.Header.Get("X-Ratelimit-Remaining"), resp.Header.Get("X-Ratelimit-Reset"), resp.Header.Get("Ratelimit"), mark))
+		if w.inPause == 0 && len(w.log) > 40 {
+			w.log = w.log[1:]
+		}
+	}
+	w.mu.Unlock()
 	resp.Request = req
 	return resp, nil
 }

@@ -187,6 +187,8 @@ type modelRun struct {
 	latency, jitter      time.Duration
 	retryable            bool // NewRetryableClient instead of NewTransport
 	method               string
+	seed                 uint64 // the wire's jitter; 0 is 18
+	trace                bool   // keep the exchanges around the first request sent during a pause
 }
 
 func (r modelRun) String() string {
@@ -206,6 +208,7 @@ type modelResult struct {
 	elapsed  time.Duration
 	ideal    time.Duration
 	finished bool
+	trace    []string
 }
 
 func (r modelResult) ratio() float64 { return r.elapsed.Seconds() / r.ideal.Seconds() }
@@ -225,7 +228,11 @@ func runModel(t *testing.T, b behaviour, run modelRun) modelResult {
 		if closeServer != nil {
 			defer closeServer()
 		}
-		wire := &simWire{h: h, latency: run.latency, jitter: run.jitter, seed: 18}
+		seed := run.seed
+		if seed == 0 {
+			seed = 18
+		}
+		wire := &simWire{h: h, latency: run.latency, jitter: run.jitter, seed: seed, trace: run.trace}
 		// The server's ideal, or what the goroutines can send one after
 		// the other if that is less; plus a round trip.
 		rtt := 2*run.latency + run.jitter/2
@@ -309,6 +316,7 @@ func runModel(t *testing.T, b behaviour, run modelRun) modelResult {
 		res.run, res.counts, res.ideal = run, wire.counts(), ideal
 		res.done, res.errs = int(done.Load()), int(errs.Load())
 		res.finished = res.done == run.total
+		res.trace = wire.traced()
 		if !res.finished {
 			res.elapsed = time.Since(start)
 		}
