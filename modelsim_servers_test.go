@@ -238,10 +238,16 @@ const (
 //     `"10-in-1sec"; q=10; w=1; pk=:…:` and `"10-in-1sec"; r=9; t=1`;
 //   - a refusal is 429 "Too many requests, please try again later." with
 //     Retry-After = the same rounded-up seconds.
+//
+// With fractional set, a refusal's Retry-After is the time to the window's
+// end in fractional seconds, to the millisecond rounded up ("Retry-After:
+// 0.975"), as several API gateways and Python servers write it, the rest
+// as the mode says.
 type expressLimit struct {
-	limit  int
-	window time.Duration
-	mode   expressMode
+	limit      int
+	window     time.Duration
+	mode       expressMode
+	fractional bool
 
 	mu      sync.Mutex
 	clients map[string]*expressClient
@@ -297,8 +303,14 @@ func (e *expressLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilDiv(resetMs, 1000), 10))
 	}
 	if hits > e.limit {
-		h.Set("Retry-After", strconv.FormatInt(resetSec, 10))
-		h.Set(askedWait, (time.Duration(resetSec) * time.Second).String())
+		if e.fractional {
+			left := time.Duration(resetMs-now) * time.Millisecond
+			h.Set("Retry-After", strconv.FormatFloat(left.Seconds(), 'f', -1, 64))
+			h.Set(askedWait, left.String())
+		} else {
+			h.Set("Retry-After", strconv.FormatInt(resetSec, 10))
+			h.Set(askedWait, (time.Duration(resetSec) * time.Second).String())
+		}
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusTooManyRequests)
 		fmt.Fprint(w, "Too many requests, please try again later.")
@@ -310,8 +322,8 @@ func (e *expressLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // fractionalWindow is the same window from the client's first request,
 // which says nothing on a success and answers a refusal with a 429 whose
 // Retry-After is the time to the window's end in fractional seconds, to
-// the millisecond rounded up ("Retry-After: 0.975", as several API
-// gateways and Python servers write it). Refusals do not count.
+// the millisecond rounded up (as expressLimit's fractional). Refusals do
+// not count.
 type fractionalWindow struct {
 	limit  int
 	window time.Duration
