@@ -1,0 +1,433 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/stretchr/testify/assert"
+
+	"github.com/throttlekit/throttle/limiters"
+	"github.com/throttlekit/throttle/repository"
+	"github.com/throttlekit/throttle/server"
+)
+
+// The test bed of issue 18: each server behaviour of the issue's table,
+// simulated in fake time (modelsim_servers_test.go), driven through
+// throttle.NewTransport and NewRetryableClient at several rates, window
+// phases, latencies and concurrencies, and held to the issue's "Done when"
+// bounds. -v prints one table of figures per behaviour.
+
+// behaviour is one row of issue 18's table: a server that allows rate
+// requests a second per client, and what the fastest client could do.
+type behaviour struct {
+	name string
+	// serve returns the server for a limit of rate a second, and what to
+	// close when the run is over (nil when nothing).
+	serve func(rate int) (http.Handler, func())
+	// ideal is the least time total successes take at rate, for a client
+	// that starts phase into a whole second, without its round trips.
+	ideal func(rate, total int, phase time.Duration) time.Duration
+	// The base case: rate, goroutines, successes; the method to send.
+	rate, workers, total int
+	method               string
+	// The bounds: refusals per total, elapsed/ideal.
+	refusals int
+	ratio    float64
+}
+
+// The ideals, for a limit of rate requests per one-second window.
+
+// windowed: a window's worth at once, window after window; the last
+// window opens after ⌈total/rate⌉−1 windows. (A fixed window from the
+// first request, a sliding log.)
+func windowed(rate, total int, _ time.Duration) time.Duration {
+	return time.Duration(ceilDiv(int64(total), int64(rate))-1) * time.Second
+}
+
+// epochWindowed: the same over windows aligned to the whole second; a
+// client that starts phase into one has that much less of the first.
+func epochWindowed(rate, total int, phase time.Duration) time.Duration {
+	return windowed(rate, total, 0) - phase
+}
+
+// slidingRate: a second's worth at once, then, as the estimate slides, the
+// rate from one second on (the first second weighs on the next until it
+// has passed), as bench/haproxy_test.go's ideal.
+func slidingRate(rate, total int, _ time.Duration) time.Duration {
+	return time.Second + time.Duration(total-rate)*time.Second/time.Duration(rate)
+}
+
+// bucket: a token bucket of burst rate/2 takes its burst at once, then one
+// every 1/rate.
+func bucket(rate, total int, _ time.Duration) time.Duration {
+	return time.Duration(total-max(rate/2, 1)) * time.Second / time.Duration(rate)
+}
+
+// paced: one every 1/rate from the first (a leaky bucket).
+func paced(rate, total int, _ time.Duration) time.Duration {
+	return time.Duration(total-1) * time.Second / time.Duration(rate)
+}
+
+// handler serves h alone.
+func handler(h http.Handler) func(int) (http.Handler, func()) {
+	return func(int) (http.Handler, func()) { return h, nil }
+}
+
+// ours serves this project's own server.New with the limiter spec makes
+// per client (key: the client's address), writing both header styles.
+func ours(mk func(rate int) limiters.Limiter) func(rate int) (http.Handler, func()) {
+	return func(rate int) (http.Handler, func()) {
+		repo := repository.NewMemory(func(string) limiters.Limiter { return mk(rate) })
+		return server.New(repo).Middleware(okHandler), func() { repo.Close() }
+	}
+}
+
+// modelBehaviours are issue 18's table, row by row (its letters: a–i).
+func modelBehaviours() []behaviour {
+	express := func(mode expressMode) func(int) (http.Handler, func()) {
+		return func(rate int) (http.Handler, func()) {
+			return &expressLimit{limit: rate, window: time.Second, mode: mode}, nil
+		}
+	}
+	std := func(name string, serve func(int) (http.Handler, func()), ideal func(int, int, time.Duration) time.Duration) behaviour {
+		return behaviour{name: name, serve: serve, ideal: ideal, rate: 10, workers: 10, total: 250, method: http.MethodGet, refusals: 10, ratio: 1.10}
+	}
+	own := func(name string, mk func(rate int) limiters.Limiter, ideal func(int, int, time.Duration) time.Duration) behaviour {
+		b := std("f/own "+name, ours(mk), ideal)
+		b.total, b.refusals = 100, 5 // issue 18: 10 goroutines × 10 requests, ≤ 5 refusals
+		return b
+	}
+	gh := func(name string, points int, window time.Duration, status, retryAfter int, method string) behaviour {
+		cost := githubPoints(method)
+		return behaviour{
+			name: name,
+			serve: func(rate int) (http.Handler, func()) {
+				return &githubSecondary{points: rate * points / 40, window: window, status: status, retryAfter: retryAfter}, nil
+			},
+			// A window's points at once, window after window (the limit
+			// is a sliding log).
+			ideal: func(rate, total int, _ time.Duration) time.Duration {
+				allowed := int64(rate * points / 40) // points a window
+				return time.Duration(ceilDiv(int64(total*cost), allowed)-1) * window
+			},
+			rate: 40, workers: 20, total: 400, method: method, refusals: 10, ratio: 1.25,
+		}
+	}
+	return []behaviour{
+		std("a/express draft-6", express(expressDraft6), windowed),
+		std("a/express draft-7", express(expressDraft7), windowed),
+		std("a/express draft-8", express(expressDraft8), windowed),
+		std("b/express legacy epoch reset", express(expressLegacy), windowed),
+		std("c/legacy epoch reset, Retry-After fractional", func(rate int) (http.Handler, func()) {
+			return &expressLimit{limit: rate, window: time.Second, mode: expressLegacy, fractional: true}, nil
+		}, windowed),
+		std("c/nothing on 200s, Retry-After fractional", func(rate int) (http.Handler, func()) {
+			return &fractionalWindow{limit: rate, window: time.Second}, nil
+		}, windowed),
+		std("d/sliding counter, Retry-After 1", func(rate int) (http.Handler, func()) {
+			return &slidingRefuser{limit: rate, window: time.Second}, nil
+		}, slidingRate),
+		std("d/sliding log, Retry-After 1", func(rate int) (http.Handler, func()) {
+			return &slidingRefuser{limit: rate, window: time.Second, exact: true}, nil
+		}, windowed),
+		std("e/haproxy stick table", func(rate int) (http.Handler, func()) {
+			return &haproxyTable{limit: int64(rate), period: 1000}, nil
+		}, slidingRate),
+		own("gcra", func(rate int) limiters.Limiter {
+			return limiters.NewGCRA(limiters.PerSecond(rate), max(rate/2, 1))
+		}, bucket),
+		// server.New(repository.NewGCRA(...)), the issue's own words.
+		func() behaviour {
+			b := own("repository.NewGCRA", nil, bucket)
+			b.serve = func(rate int) (http.Handler, func()) {
+				repo := repository.NewGCRA(limiters.PerSecond(rate), max(rate/2, 1))
+				return server.New(repo).Middleware(okHandler), func() { repo.Close() }
+			}
+			return b
+		}(),
+		own("token_bucket", func(rate int) limiters.Limiter {
+			return limiters.NewTokenBucket(limiters.PerSecond(rate), max(rate/2, 1))
+		}, bucket),
+		own("leaky_bucket", func(rate int) limiters.Limiter {
+			return limiters.NewLeakyBucket(limiters.PerSecond(rate), max(rate/2, 1))
+		}, paced),
+		own("fixed_window", func(rate int) limiters.Limiter {
+			return limiters.NewFixedWindow(rate, time.Second)
+		}, epochWindowed),
+		own("sliding_window", func(rate int) limiters.Limiter {
+			return limiters.NewSlidingWindow(rate, time.Second)
+		}, slidingRate),
+		own("sliding_log", func(rate int) limiters.Limiter {
+			return limiters.NewSlidingLog(rate, time.Second)
+		}, windowed),
+		own("chain gcra+fixed_window", func(rate int) limiters.Limiter {
+			// A burst limit under a per-second window: the window binds.
+			return limiters.Chain(limiters.NewGCRA(limiters.PerSecond(2*rate), rate), limiters.NewFixedWindow(rate, time.Second))
+		}, epochWindowed),
+		gh("g/github secondary 40/s, 403 retry-after 2", 40, time.Second, http.StatusForbidden, 2, http.MethodGet),
+		gh("g/github secondary 40/s, 429 retry-after 2", 40, time.Second, http.StatusTooManyRequests, 2, http.MethodGet),
+		gh("g/github secondary 900 points/min, POST, retry-after 60", 900, time.Minute, http.StatusForbidden, 60, http.MethodPost),
+		std("h/bare 429, epoch window", func(rate int) (http.Handler, func()) {
+			return &bareWindow{limit: rate, window: time.Second}, nil
+		}, epochWindowed),
+	}
+}
+
+// modelRun is one client against one server.
+type modelRun struct {
+	rate, workers, total int
+	phase                time.Duration // into a whole second, when the client starts
+	latency, jitter      time.Duration
+	retryable            bool // NewRetryableClient instead of NewTransport
+	plain                bool // go-retryablehttp's own client, no Transport: the baseline
+	method               string
+	seed                 uint64 // the wire's jitter; 0 is 18
+	trace                bool   // keep the exchanges around the first request sent during a pause
+}
+
+// client names the run's client.
+func (r modelRun) client() string {
+	switch {
+	case r.plain:
+		return "plain-rh"
+	case r.retryable:
+		return "retryable"
+	}
+	return "transport"
+}
+
+func (r modelRun) String() string {
+	client := r.client()
+	return fmt.Sprintf("%s/%d per s/%d goroutines/phase %v/latency %v±%v", client, r.rate, r.workers, r.phase, r.latency, r.jitter)
+}
+
+// modelResult is what a run measured.
+type modelResult struct {
+	run      modelRun
+	counts   simCounts
+	done     int // successes the client saw
+	errs     int // errors other than the run's end
+	elapsed  time.Duration
+	ideal    time.Duration
+	finished bool
+	trace    []string
+}
+
+func (r modelResult) ratio() float64 { return r.elapsed.Seconds() / r.ideal.Seconds() }
+
+// runModel drives run.total successes through a client of run's kind
+// against the server b makes, inside a synctest bubble. Each goroutine
+// takes the next request and sends it until it succeeds. The run ends
+// unfinished after 10× the ideal time (fake) or 40 requests per success
+// (so that a client that lets refusals through without pausing cannot spin
+// for ever at one instant of fake time).
+func runModel(t *testing.T, b behaviour, run modelRun) modelResult {
+	t.Helper()
+	var res modelResult
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(run.phase)
+		h, closeServer := b.serve(run.rate)
+		if closeServer != nil {
+			defer closeServer()
+		}
+		seed := run.seed
+		if seed == 0 {
+			seed = 18
+		}
+		wire := &simWire{h: h, latency: run.latency, jitter: run.jitter, seed: seed, trace: run.trace}
+		// The server's ideal, or what the goroutines can send one after
+		// the other if that is less; plus a round trip.
+		rtt := 2*run.latency + run.jitter/2
+		ideal := max(b.ideal(run.rate, run.total, run.phase), time.Duration(run.total/run.workers)*rtt) + rtt
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stop := time.AfterFunc(10*ideal+10*time.Second, cancel)
+		defer stop.Stop()
+
+		var do func(ctx context.Context) (int, error)
+		if run.retryable || run.plain {
+			var c *retryablehttp.Client
+			if run.plain {
+				c = retryablehttp.NewClient()
+				c.HTTPClient.Transport = wire
+				c.Logger = nil
+			} else {
+				c = NewRetryableClient(wire)
+				defer c.HTTPClient.Transport.(*Transport).Close()
+			}
+			c.RetryMax = math.MaxInt32
+			do = func(ctx context.Context) (int, error) {
+				req, err := retryablehttp.NewRequestWithContext(ctx, run.method, "http://api.test/items", nil)
+				if err != nil {
+					return 0, err
+				}
+				resp, err := c.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, nil
+			}
+		} else {
+			tr := NewTransport(wire)
+			defer tr.Close()
+			client := &http.Client{Transport: tr}
+			do = func(ctx context.Context) (int, error) {
+				req, err := http.NewRequestWithContext(ctx, run.method, "http://api.test/items", nil)
+				if err != nil {
+					return 0, err
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, nil
+			}
+		}
+
+		maxRequests := int64(40 * run.total)
+		var next, done, errs, sent atomic.Int64
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range run.workers {
+			wg.Go(func() {
+				for next.Add(1) <= int64(run.total) {
+					for ctx.Err() == nil {
+						if sent.Add(1) > maxRequests {
+							cancel()
+							break
+						}
+						status, err := do(ctx)
+						if err != nil {
+							if ctx.Err() == nil {
+								errs.Add(1)
+							}
+							continue
+						}
+						if status/100 == 2 {
+							if done.Add(1) == int64(run.total) {
+								res.elapsed = time.Since(start)
+							}
+							break
+						}
+					}
+					if ctx.Err() != nil {
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		res.run, res.counts, res.ideal = run, wire.counts(), ideal
+		res.done, res.errs = int(done.Load()), int(errs.Load())
+		res.finished = res.done == run.total
+		res.trace = wire.traced()
+		if !res.finished {
+			res.elapsed = time.Since(start)
+		}
+	})
+	return res
+}
+
+// check holds a run to b's bounds: the refusals (b.refusals per b.total
+// successes), the time (b.ratio × the ideal), and no request sent during a
+// pause.
+func (b behaviour) check(t *testing.T, r modelResult) {
+	t.Helper()
+	assert.True(t, r.finished, "unfinished: %d of %d in %v", r.done, r.run.total, r.elapsed)
+	assert.Zero(t, r.errs, "errors")
+	assert.Zero(t, r.counts.inPause, "requests sent during a pause")
+	allowed := int(math.Ceil(float64(b.refusals) * float64(r.run.total) / float64(b.total)))
+	assert.LessOrEqual(t, r.counts.refused, allowed, "refusals")
+	assert.LessOrEqual(t, r.ratio(), b.ratio, "elapsed %v, ideal %v", r.elapsed, r.ideal)
+}
+
+// logModelTable prints the figures of a set of runs, one line each.
+func logModelTable(t *testing.T, title string, rs []modelResult) {
+	t.Helper()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s\n%-10s %5s %4s %6s %-10s %6s %8s %8s %7s %6s %9s %9s\n", title,
+		"client", "rate", "gor", "phase", "latency", "total", "ok", "refused", "inPause", "errs", "elapsed", "ratio")
+	for _, r := range rs {
+		client := r.run.client()
+		ratio := fmt.Sprintf("%.2f", r.ratio())
+		if !r.finished {
+			ratio = "unfinished"
+		}
+		fmt.Fprintf(&sb, "%-10s %5d %4d %6v %-10s %6d %8d %8d %7d %6d %9.2f %9s\n", client,
+			r.run.rate, r.run.workers, r.run.phase, fmt.Sprintf("%v±%v", r.run.latency, r.run.jitter),
+			r.run.total, r.counts.ok, r.counts.refused, r.counts.inPause, r.errs, r.elapsed.Seconds(), ratio)
+	}
+	t.Log(sb.String())
+}
+
+// modelRuns is the matrix a behaviour is run over: its base case (the
+// issue's figures: 20 ms ± 10 ms one way) with both clients, then one
+// dimension at a time varied with NewTransport: half and five times the
+// rate, the phases .3, .6 and .95 s, no latency and 100 ms ± 50 ms, one
+// goroutine and fifty.
+func (b behaviour) modelRuns() []modelRun {
+	base := modelRun{rate: b.rate, workers: b.workers, total: b.total, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: b.method}
+	runs := []modelRun{base}
+	retry := base
+	retry.retryable = true
+	plain := base
+	plain.plain = true
+	runs = append(runs, retry, plain)
+	for _, rate := range []int{b.rate / 2, 5 * b.rate} {
+		r := base
+		r.rate = rate
+		runs = append(runs, r)
+	}
+	for _, ph := range []time.Duration{300, 600, 950} {
+		r := base
+		r.phase = ph * time.Millisecond
+		runs = append(runs, r)
+	}
+	for _, l := range []time.Duration{0, 100 * time.Millisecond} {
+		r := base
+		r.latency, r.jitter = l, l/2
+		runs = append(runs, r)
+	}
+	for _, w := range []int{1, 50} {
+		r := base
+		r.workers = w
+		runs = append(runs, r)
+	}
+	return runs
+}
+
+// TestServerModel: issue 18's "Done when", behaviour by behaviour: at
+// most 10 refusals per 250 successes (our own server: 5 per 100), at most
+// 1.10× the ideal time, and no request sent during a pause; GitHub's
+// secondary limits: 10 refusals for 400 with 20 goroutines, within 1.25×.
+func TestServerModel(t *testing.T) {
+	for _, b := range modelBehaviours() {
+		t.Run(b.name, func(t *testing.T) {
+			var rs []modelResult
+			for _, run := range b.modelRuns() {
+				t.Run(run.String(), func(t *testing.T) {
+					r := runModel(t, b, run)
+					rs = append(rs, r)
+					if !run.plain { // the baseline is printed, not held to the bounds
+						b.check(t, r)
+					}
+				})
+			}
+			logModelTable(t, b.name, rs)
+		})
+	}
+}
