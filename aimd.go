@@ -25,6 +25,9 @@ type aimd struct {
 	tight time.Duration // the interval last refused, while searching; 0: not searching
 	ceil  time.Duration // the interval last refused, or a burst's: the creep dwells short of it; 0: none
 	dwell int           // runs the creep has dwelt short of ceil
+	// penalty is the wait the last refusal asked for (a Retry-After),
+	// which each probe beyond ceil risks; 0 for bare refusals.
+	penalty time.Duration
 	good  int           // successes since the last change
 	bare  bool          // learned from bare refusals: search upwards
 	slow  bool          // slow start: doubling until a refusal
@@ -50,6 +53,10 @@ const (
 	// aimdDwell is how many runs the creep dwells half of aimdGain short
 	// of the rate last refused before it probes beyond it.
 	aimdDwell = 5
+	// aimdPenaltyDwell: the creep dwells this many times the wait a
+	// refusal asked for before it probes beyond the rate refused (a
+	// probe that costs a second is made after half a minute).
+	aimdPenaltyDwell = 30
 	// aimdCut multiplies the interval on a refusal that no run had
 	// proven safe, and a guessed or measured interval, so that a guess
 	// that happens to be exact does not sit on the limit.
@@ -186,12 +193,30 @@ func (a *aimd) settleWave(ok int) (hold time.Duration) {
 	return aimdHold
 }
 
-// measured sets the pace to what a server that said when to come back
-// accepted since the last pause: a fresh measurement, not a guess, so it
-// replaces the pace (either way) and is not searched upwards: the next
-// refusal measures again.
-func (a *aimd) measured(step time.Duration) {
-	*a = aimd{step: step, base: step, safe: step}
+// measured starts the pace at what a server that said when to come back
+// accepted since the last pause, and searches on from there as from any
+// interval a run got through at: it creeps up (a server that said when to
+// come back once may have room to spare, or raise its limit), and a
+// refusal brings it back (refused).
+//
+// The measured rate is what the server refused beyond: the creep dwells
+// just short of it before it probes beyond, for longer the more a refusal
+// costs (penalty: the wait the refusal asked for).
+func (a *aimd) measured(step, penalty time.Duration) {
+	*a = aimd{step: time.Duration(float64(step) * (1 + aimdGain/2)), base: step, safe: step, ceil: step, bare: true, penalty: penalty}
+	a.safe = a.step
+}
+
+// dwellRuns is how many runs the creep dwells short of the rate last
+// refused: aimdDwell, or, when a refusal costs a wait the server asks
+// for, as many as make the time dwelt aimdPenaltyDwell times that wait: a
+// probe beyond the rate that may cost a second is made rarely.
+func (a *aimd) dwellRuns() int {
+	n := aimdDwell
+	if a.penalty > 0 && a.step > 0 {
+		n = max(n, int(aimdPenaltyDwell*a.penalty/(time.Duration(aimdRun)*a.step)))
+	}
+	return n
 }
 
 // succeeded applies a fresh success: a run of them proves the interval
@@ -222,7 +247,7 @@ func (a *aimd) succeeded() {
 			switch {
 			case a.step > short:
 				next = short // approach the rate last refused, no further
-			case a.step == short && a.dwell < aimdDwell:
+			case a.step == short && a.dwell < a.dwellRuns():
 				a.dwell++
 				next = a.step
 			default:

@@ -60,6 +60,8 @@ type gate struct {
 	phase       time.Duration // how long after its whole-second resets this server's really come
 	steps       int           // probes refused since wsReset passed
 	elsewhere   bool          // the pause waits for another Transport's probe (feedback.go)
+	secondary   time.Time     // the last refusal with a wait that the quotas did not explain
+	paceBeside  bool          // pace was learnt beside quotas, from refusals they did not explain
 }
 
 // gwaiter is a request waiting at the gate: its declared costs, and the
@@ -577,10 +579,21 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		g.learnQuotas(tk, a, now)
 		if d > 0 {
 			until := now.Add(min(d, g.maxPause))
-			if fresh && !a.far.any() && g.okSince > 0 && !g.resumedAt.IsZero() && !g.hasQuotas() {
-				// No quota to follow: learn a pace from how many requests
-				// the server took between the last pause and this one.
-				g.pace.measured(min(until.Sub(g.resumedAt)/time.Duration(g.okSince), g.maxPause))
+			if fresh && !a.far.any() && g.okSince > 0 && !g.resumedAt.IsZero() && g.unexplained(now) {
+				// A limit the server does not advertise: pace the
+				// partition, starting from how many requests the server
+				// took between the last pause and this one, and search
+				// on from there (aimd). The Retry-After sets the pause,
+				// never the pace.
+				m := min(until.Sub(g.resumedAt)/time.Duration(g.okSince), g.maxPause)
+				if g.pace.step == 0 {
+					g.pace.measured(m, d)
+				} else {
+					g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1, tk.seen > 0)
+					g.pace.step = min(max(g.pace.step, m), g.maxPause)
+					g.pace.penalty = d
+				}
+				g.paceBeside = g.hasQuotas()
 			}
 			g.pauseUntil(until)
 			return g.pausedUntil
@@ -606,6 +619,29 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	return g.learnQuotas(tk, a, now)
 }
+
+// unexplained reports whether a refusal that asked for a wait, answered
+// at now, teaches a pace: the server advertises no quota, or it does but
+// refused while its quotas had room — a limit it keeps to itself (GitHub's
+// secondary limits) — for the second time within secondaryMemory. The
+// first such refusal only pauses: one may be a fluke. g.mu must be held.
+func (g *gate) unexplained(now time.Time) bool {
+	if !g.hasQuotas() {
+		return true
+	}
+	for i := range g.quotas[:g.nq] {
+		if q := &g.quotas[i]; q.known && !q.concurrent() && q.rmin <= 0 {
+			return false // a quota at zero explains it
+		}
+	}
+	again := !g.secondary.IsZero() && now.Sub(g.secondary) < secondaryMemory
+	g.secondary = now
+	return again
+}
+
+// secondaryMemory is how long a refusal the quotas do not explain is
+// remembered: a second one within it paces the partition.
+const secondaryMemory = 5 * time.Minute
 
 // learnQuotas applies the quotas an answer reports. It returns the end of
 // a pause a quota at zero started, or zero. g.mu must be held.
@@ -672,7 +708,9 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	if learned {
 		g.ver++
-		if a.status < 400 {
+		if a.status < 400 && !g.paceBeside {
+			// The server has started to advertise its quotas: they
+			// pace the partition now.
 			g.pace = aimd{}
 		}
 	}

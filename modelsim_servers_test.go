@@ -128,7 +128,7 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 			continue // over: no later request can arrive inside it
 		}
 		live = append(live, p)
-		if !sent.Before(p.heard) {
+		if sent.After(p.heard) { // a request sent at the very instant the refusal came back had not heard it
 			during = true
 		}
 	}

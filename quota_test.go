@@ -192,10 +192,21 @@ func TestAIMD(t *testing.T) {
 	assert.Equal(t, cut(cut(100*time.Millisecond)), g.step, "back to the guess, with a margin")
 	assert.Zero(t, g.tight, "no search")
 
+	// A pace a server measured for us (refusals that said when to come
+	// back) starts just short of the measured rate, dwells there for as
+	// many runs as make aimdPenaltyDwell times the refusal's wait, and is
+	// then searched upwards like any other.
 	var m aimd
-	m.measured(50 * time.Millisecond)
-	runs(&m, 10*aimdRun)
-	assert.Equal(t, 50*time.Millisecond, m.step, "a pace a server measured for us is not searched")
+	m.measured(50*time.Millisecond, time.Second)
+	fifty := 50 * time.Millisecond
+	short := time.Duration(float64(fifty) * (1 + aimdGain/2))
+	assert.Equal(t, short, m.step, "just short of the measured rate")
+	dwell := m.dwellRuns()
+	assert.Equal(t, int(aimdPenaltyDwell*time.Second/(aimdRun*short)), dwell, "a second's wait: half a minute's runs")
+	runs(&m, dwell*aimdRun)
+	assert.Equal(t, short, m.step, "dwelt")
+	runs(&m, 3*aimdRun)
+	assert.Less(t, m.step, 50*time.Millisecond, "then searched beyond the measured rate")
 }
 
 // TestAIMDDwellsShortOfTheRateRefused: the creep stops just short of the
