@@ -25,6 +25,12 @@ const (
 	ProblemTypeAbnormalUsageDetected = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
 )
 
+// ProblemTypeRequestExceedsLimit is this project's problem type for a
+// refusal no wait can cure: the request asks for more than a limit ever
+// admits at once (package server writes it). Classify reads it as
+// TooLarge, with its violated-policies.
+const ProblemTypeRequestExceedsLimit = "https://github.com/throttlekit/throttle#a-request-that-can-never-fit"
+
 // SecondaryLimitWait is how long GitHub documents waiting after a
 // secondary rate limit that carries neither Retry-After nor an exhausted
 // x-ratelimit-remaining: "at least one minute".
@@ -113,7 +119,8 @@ type Classification struct {
 // nothing else and keeps no state.
 //
 // It knows:
-//   - the draft's problem types in a problem details body;
+//   - the draft's problem types in a problem details body, and this
+//     project's ProblemTypeRequestExceedsLimit (TooLarge);
 //   - OpenAI's error objects ({"error": {"type", "code", "message"}}):
 //     insufficient_quota is QuotaExhausted, "Request too large ... Limit
 //     30000, Requested 45411" is TooLarge with both numbers;
@@ -142,6 +149,9 @@ func Classify(status int, h http.Header, body []byte) Classification {
 		return c
 	case ProblemTypeTemporaryReducedCapacity:
 		c.Signal, c.Code, c.ViolatedPolicies = Overloaded, e.problem, e.violated
+		return c
+	case ProblemTypeRequestExceedsLimit:
+		c.Signal, c.Code, c.ViolatedPolicies = TooLarge, e.problem, e.violated
 		return c
 	}
 	if code, ok := e.has("insufficient_quota", "enforced_spend_limit_reached"); ok {
@@ -268,7 +278,8 @@ func (e *bodyError) code() string {
 // problemType returns s if it is one of the draft's problem types.
 func problemType(s string) string {
 	switch s {
-	case ProblemTypeQuotaExceeded, ProblemTypeTemporaryReducedCapacity, ProblemTypeAbnormalUsageDetected:
+	case ProblemTypeQuotaExceeded, ProblemTypeTemporaryReducedCapacity, ProblemTypeAbnormalUsageDetected,
+		ProblemTypeRequestExceedsLimit:
 		return s
 	}
 	return ""

@@ -118,3 +118,168 @@ func ceilSeconds(d time.Duration) int64 {
 	}
 	return int64(s)
 }
+
+// Limit is one limit of a server, as WriteLimits advertises it: one IETF
+// RateLimit-Policy item and one RateLimit item, and, when it is the limit
+// that binds, the legacy X-RateLimit-* triple and Retry-After.
+type Limit struct {
+	// Name names the policy item, written as a structured-field string
+	// (bytes outside printable ASCII percent-encoded, so a name that
+	// violated-policies repeats should be printable ASCII already).
+	Name string
+	// Quota is q: the units the limit admits per Window.
+	Quota int64
+	// Window is w, written in whole seconds rounded up; zero writes no w
+	// (a concurrency limit has none).
+	Window time.Duration
+	// Unit is qu; "" (requests, the draft's default) writes none.
+	Unit string
+	// Remaining is r: the units a request would be admitted with now.
+	Remaining int64
+	// Reset is t: the time until more quota is available, written in
+	// whole seconds rounded up; a negative Reset writes no t (waiting
+	// alone brings no more: a full limit, a concurrency limit).
+	Reset time.Duration
+	// Refused says this limit refused the request. RetryAfter is then
+	// the time until it could admit it, and Final that no wait can: the
+	// request asks for more than the limit ever admits at once.
+	Refused    bool
+	RetryAfter time.Duration
+	Final      bool
+}
+
+// Binding returns the index of the limit that binds now, whose numbers the
+// legacy X-RateLimit-* triple and Retry-After carry: among the limits that
+// refused, a final one, else the one with the longest RetryAfter; when none
+// refused, the one with the least Remaining relative to its Quota (ties: the
+// longer Reset). It returns -1 for no limits.
+func Binding(ls []Limit) int {
+	best := -1
+	for i := range ls {
+		if best < 0 || binds(&ls[i], &ls[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+// binds reports whether a binds before b.
+func binds(a, b *Limit) bool {
+	if a.Refused != b.Refused {
+		return a.Refused
+	}
+	if a.Refused {
+		if a.Final != b.Final {
+			return a.Final
+		}
+		return a.RetryAfter > b.RetryAfter
+	}
+	// a.Remaining/a.Quota < b.Remaining/b.Quota, with a zero quota as
+	// nothing left.
+	l, r := max(a.Remaining, 0)*max(b.Quota, 1), max(b.Remaining, 0)*max(a.Quota, 1)
+	if a.Quota <= 0 || b.Quota <= 0 {
+		l, r = max(a.Remaining, 0), max(b.Remaining, 0)
+	}
+	if l != r {
+		return l < r
+	}
+	return a.Reset > b.Reset
+}
+
+// WriteLimits sets the rate-limit fields of a response from every limit
+// that applied to its request:
+//
+//   - IETF: RateLimit-Policy has one item per limit, "name";q=..;w=..
+//     (;qu=".." for a unit other than requests), and RateLimit one item
+//     per limit, "name";r=..;t=.., as draft-ietf-httpapi-ratelimit-headers
+//     -10 and its editors' copy since define them.
+//   - Legacy: X-RateLimit-Limit, -Remaining and -Reset all describe one
+//     limit, the one Binding chooses: q, r and t (in whole seconds, rounded
+//     up; when it says no t, the window).
+//   - A refusal that some wait can cure gets Retry-After (whole seconds,
+//     rounded up, at least 1) and retry-after-ms (milliseconds, rounded
+//     up), from the binding limit, whatever the style. A final refusal
+//     gets neither: retrying cannot help.
+//
+// Whole-second fields never tell a client to come back early; q and w let
+// a client pace below a second, retry-after-ms lets it retry sooner.
+func WriteLimits(h http.Header, ls []Limit, s Style) {
+	bi := Binding(ls)
+	if bi < 0 {
+		return
+	}
+	b := &ls[bi]
+	if b.Refused && !b.Final {
+		wait := max(b.RetryAfter, 0)
+		h["Retry-After"] = []string{strconv.FormatInt(max(ceilSeconds(wait), 1), 10)}
+		ms := wait / time.Millisecond
+		if wait%time.Millisecond != 0 {
+			ms++
+		}
+		h["Retry-After-Ms"] = []string{strconv.FormatInt(int64(max(ms, 1)), 10)}
+	}
+	if s&Legacy != 0 {
+		reset := b.Reset
+		if reset < 0 {
+			reset = b.Window
+		}
+		if b.Refused && !b.Final {
+			reset = max(reset, b.RetryAfter)
+		}
+		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(max(b.Quota, 0), 10)}
+		h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(max(b.Remaining, 0), 10)}
+		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(ceilSeconds(reset), 10)}
+	}
+	if s&IETF != 0 {
+		var pol, rl []byte
+		for i := range ls {
+			l := &ls[i]
+			if i > 0 {
+				pol = append(pol, ", "...)
+				rl = append(rl, ", "...)
+			}
+			pol = appendName(pol, l.Name)
+			pol = append(pol, ";q="...)
+			pol = strconv.AppendInt(pol, max(l.Quota, 0), 10)
+			if l.Unit != "" {
+				pol = append(pol, ";qu="...)
+				pol = appendName(pol, l.Unit)
+			}
+			if l.Window > 0 {
+				pol = append(pol, ";w="...)
+				pol = strconv.AppendInt(pol, ceilSeconds(l.Window), 10)
+			}
+			rl = appendName(rl, l.Name)
+			rl = append(rl, ";r="...)
+			rl = strconv.AppendInt(rl, max(l.Remaining, 0), 10)
+			t := l.Reset
+			if l.Refused && !l.Final {
+				t = max(t, l.RetryAfter) // Retry-After is never before t
+			}
+			if t >= 0 {
+				rl = append(rl, ";t="...)
+				rl = strconv.AppendInt(rl, ceilSeconds(t), 10)
+			}
+		}
+		h["Ratelimit-Policy"] = []string{string(pol)}
+		h["Ratelimit"] = []string{string(rl)}
+	}
+}
+
+// appendName appends s as a structured-field string: '"' and '\' escaped,
+// bytes outside printable ASCII percent-encoded.
+func appendName(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

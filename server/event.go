@@ -3,6 +3,8 @@ package server
 import (
 	"net/http"
 
+	"github.com/throttlekit/throttle/headers"
+
 	"github.com/throttlekit/throttle/limiters"
 )
 
@@ -63,8 +65,17 @@ type Event struct {
 	// Limits, in flight ones included) or "cost" (its CostCaps); "" without
 	// a policy.
 	Limit string
-	// Decision is the deciding limiter's decision.
+	// Decision is the deciding limiter's decision. For a rule with several
+	// limits it mixes them (limiters.Chain's Decision); Limits has each.
 	Decision limiters.Decision
+	// Limits is what the response advertises of each limit a Policy rule
+	// applied (its limits, then its cost caps if they were reached): one
+	// IETF policy item each, the refusing ones marked Refused. Nil without
+	// a policy, and for Shadow rules.
+	Limits []headers.Limit
+	// Final reports a refusal no wait can cure: the request asks for more
+	// than a limit ever admits at once. It carries no Retry-After.
+	Final bool
 	// Err is the repository's error, for EventError, or the wait's error
 	// for a rejection under the Delay action.
 	Err error

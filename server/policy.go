@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -151,9 +152,11 @@ func (*rule) ServeHTTP(http.ResponseWriter, *http.Request) {}
 // limitSet is a rule's Limits, or its CostCaps, for every caller: one
 // repository, keyed by the caller, that decides them all at once.
 type limitSet struct {
-	repo  repository.Repository
-	holds bool   // whether granted permits stay taken until Release
-	name  string // Event.Limit
+	repo      repository.Repository
+	holds     bool      // whether granted permits stay taken until Release
+	name      string    // Event.Limit
+	ads       []limitAd // what each spec advertises, in order
+	aggregate string    // the policy name of all of them as one
 }
 
 // PolicyOption configures a Policy.
@@ -423,17 +426,18 @@ func (p *Policy) compileRule(path []seg, endpoint string, cr Rule) (*rule, error
 		return nil, pathError(path, errors.New("a rule needs limits or cost_caps"))
 	}
 	var err error
-	if r.limits, err = p.compileSet(append(slices.Clip(path), name("limits")), limitRequests, cr.Limits); err != nil {
+	rn := cmp.Or(endpoint, "default")
+	if r.limits, err = p.compileSet(append(slices.Clip(path), name("limits")), rn, limitRequests, cr.Limits); err != nil {
 		return nil, err
 	}
-	r.caps, err = p.compileSet(append(slices.Clip(path), name("cost_caps")), limitCost, cr.CostCaps)
+	r.caps, err = p.compileSet(append(slices.Clip(path), name("cost_caps")), rn, limitCost, cr.CostCaps)
 	return r, err
 }
 
 // compileSet validates specs, builds each once (so that a spec whose
 // limiter cannot be built fails here, not on a request), and asks the
 // storage for their repository. It returns nil for no specs.
-func (p *Policy) compileSet(path []seg, setName string, specs []limiters.Spec) (*limitSet, error) {
+func (p *Policy) compileSet(path []seg, ruleName, setName string, specs []limiters.Spec) (*limitSet, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
@@ -453,7 +457,11 @@ func (p *Policy) compileSet(path []seg, setName string, specs []limiters.Spec) (
 	if err != nil {
 		return nil, pathError(path, fmt.Errorf("storage: %w", err))
 	}
-	set := &limitSet{repo: repo, holds: holds, name: setName}
+	set := &limitSet{repo: repo, holds: holds, name: setName,
+		ads: newLimitAds(ruleName, setName == limitCost, specs), aggregate: policyName(ruleName)}
+	if setName == limitCost {
+		set.aggregate = policyName(ruleName + " cost")
+	}
 	p.sets = append(p.sets, set)
 	return set, nil
 }

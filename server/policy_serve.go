@@ -24,6 +24,7 @@ type stage struct {
 	set   *limitSet
 	n     int
 	taken bool
+	seen  bool // decided: its limits are advertised
 	d     limiters.Decision
 }
 
@@ -106,14 +107,20 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 			next.ServeHTTP(w, r)
 			return
 		}
-		headers.Write(h, o.d, rl.style)
+		ev.Limits = advertise(r.Context(), caller, ss, o.refused)
+		headers.WriteLimits(h, ev.Limits, rl.style)
 		ev.Kind, ev.Err = EventRejected, o.waitErr
+		ev.Final = final(ev.Limits)
+		if ev.Final {
+			o.detail = finalDetail(o.refused, ev.Limits)
+		}
 		rl.emit(ev)
 		rl.reject(w, ev, ru.problem, o.detail)
 		return
 	}
 	if ru.action != Shadow {
-		headers.Write(h, o.d, rl.style)
+		ev.Limits = advertise(r.Context(), caller, ss, nil)
+		headers.WriteLimits(h, ev.Limits, rl.style)
 	}
 	ev.Kind = EventAllowed
 	if o.delayed {
@@ -135,13 +142,50 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 	next.ServeHTTP(w, r)
 }
 
+// advertise is what the stages decided advertise, each limit on its own.
+func advertise(ctx context.Context, caller string, ss []stage, refused *stage) []headers.Limit {
+	ls := make([]headers.Limit, 0, 4)
+	for i := range ss {
+		if s := &ss[i]; s.seen {
+			ls = s.appendLimits(ctx, caller, s == refused, ls)
+		}
+	}
+	return ls
+}
+
+// final reports whether a limit refused for good.
+func final(ls []headers.Limit) bool {
+	for i := range ls {
+		if ls[i].Refused && ls[i].Final {
+			return true
+		}
+	}
+	return false
+}
+
+// finalDetail explains a refusal by s that no wait can cure.
+func finalDetail(s *stage, ls []headers.Limit) string {
+	for i := range ls {
+		l := &ls[i]
+		if !l.Refused || !l.Final {
+			continue
+		}
+		for _, a := range s.set.ads {
+			if a.name == l.Name {
+				return exceedsDetail(s.n, a.spec.Limit, s.set.name) + " (" + strconv.Quote(l.Name) + "); it can never be admitted, and retrying will not help"
+			}
+		}
+	}
+	return s.detail()
+}
+
 // policyTry charges each stage at once, in order, and stops at the first
 // that refuses; permits already taken are given back then.
 func policyTry(ctx context.Context, caller string, ss []stage) outcome {
 	for i := range ss {
 		s := &ss[i]
 		d, err := tryAcquire(ctx, s.set.repo, caller, s.n)
-		s.d = d
+		s.d, s.seen = d, true
 		if err != nil {
 			undo(caller, ss)
 			return outcome{repoErr: err}
@@ -167,6 +211,7 @@ func policyWait(ctx context.Context, maxDelay time.Duration, caller string, ss [
 		// A try first: most requests are admitted at once, and then
 		// the decision is the one to advertise.
 		d, err := tryAcquire(ctx, repo, caller, s.n)
+		s.seen = true
 		if err == nil && d.Allowed {
 			s.d, s.taken = d, true
 			continue

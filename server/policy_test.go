@@ -152,9 +152,23 @@ func TestPolicySeveralLimitsAtOnce(t *testing.T) {
 		// 25 per day: 20 used so far.
 		assert.Equal(t, 5, admitted(h, 10, "GET", "/fast", a))
 		w = do(h, "GET", "/fast", a)
+		// The legacy triple is the day's limit, the one exhausted; each
+		// limit is its own IETF item.
+		assert.Equal(t, "25", w.Header().Get("X-RateLimit-Limit"))
+		assert.Equal(t, "0", w.Header().Get("X-RateLimit-Remaining"))
+		assert.Equal(t, []any{"default 25/1d"}, problem(t, w)["violated-policies"])
 		info := headers.Parse(w.Header(), time.Now())
-		require.NotEmpty(t, info.Quotas)
-		assert.EqualValues(t, 25, info.Quotas[0].Limit) // the day's limit is the one exhausted
+		byName := map[string]headers.Quota{}
+		for _, q := range info.Quotas {
+			byName[q.Name] = q
+		}
+		assert.EqualValues(t, 10, byName["default 10/1m"].Limit)
+		assert.EqualValues(t, 5, byName["default 10/1m"].Remaining)
+		assert.EqualValues(t, 25, byName["default 25/1d"].Limit)
+		assert.EqualValues(t, 0, byName["default 25/1d"].Remaining)
+		assert.Equal(t, 24*time.Hour, byName["default 25/1d"].Window)
+		assert.EqualValues(t, 5, byName["default 5 in flight"].Limit)
+		assert.Equal(t, "concurrent-requests", byName["default 5 in flight"].Unit)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/limiters"
 )
 
@@ -24,6 +25,15 @@ const (
 	// abnormal (429).
 	ProblemTypeAbnormalUsageDetected = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
 )
+
+// ProblemTypeRequestExceedsLimit is the problem type of a refusal no wait
+// can cure: the request asks for more than a limit ever admits at once (a
+// cost above a cost cap, a weight above a bucket's burst). It is answered
+// with 429, no Retry-After and no retry_after member; violated-policies
+// names the limits it exceeds. headers.Classify reads it as TooLarge, so
+// that clients neither pause nor retry. (The draft registers no type for
+// this; the URI is this project's.)
+const ProblemTypeRequestExceedsLimit = headers.ProblemTypeRequestExceedsLimit
 
 // Problem is an RFC 9457 problem details object, with the members a
 // rate-limit rejection adds: retry_after (seconds) and, as the IETF

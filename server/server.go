@@ -288,13 +288,16 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 		return
 	}
 	h := w.Header()
-	headers.Write(h, rl.advertise(r.Context(), key, d), rl.style)
 	if !d.Allowed {
-		ev := Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r}
+		ev := Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r, Final: d.Limit > 0 && n > d.Limit}
+		headers.WriteLimits(h, []headers.Limit{{Name: "default", Quota: int64(max(d.Limit, 0)),
+			Remaining: int64(max(d.Remaining, 0)), Reset: d.RetryAfter,
+			Refused: true, RetryAfter: d.RetryAfter, Final: ev.Final}}, rl.style)
 		rl.emit(ev)
 		rl.reject(w, ev, ProblemTypeQuotaExceeded, exceedsDetail(n, d.Limit, ""))
 		return
 	}
+	headers.Write(h, rl.advertise(r.Context(), key, d), rl.style)
 	if rl.observe != nil {
 		rl.observe(Event{Kind: EventAllowed, Key: key, Cost: n, Decision: d, Request: r})
 	}
@@ -340,10 +343,28 @@ func (rl *RateLimiter) reject(w http.ResponseWriter, ev Event, typ, detail strin
 		rl.onRejected(w, ev.Request, ev.Decision)
 		return
 	}
-	if rl.problemType != nil {
+	if ev.Final {
+		typ = ProblemTypeRequestExceedsLimit
+	} else if rl.problemType != nil {
 		if t := rl.problemType(ev); t != "" {
 			typ = t
 		}
 	}
-	WriteProblem(w, RateLimited(ev.Decision, detail).WithType(typ))
+	p := RateLimited(ev.Decision, detail).WithType(typ)
+	if ev.Limits != nil {
+		p.ViolatedPolicies = nil
+		for i := range ev.Limits {
+			if l := &ev.Limits[i]; l.Refused {
+				p.ViolatedPolicies = append(p.ViolatedPolicies, l.Name)
+				if !ev.Final {
+					p.RetryAfter = max(p.RetryAfter, retrySeconds(l.RetryAfter))
+				}
+			}
+		}
+	}
+	if ev.Final {
+		p.RetryAfter = 0
+		p.Title = "Request Exceeds Limit"
+	}
+	WriteProblem(w, p)
 }

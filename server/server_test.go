@@ -355,7 +355,7 @@ func TestProblemTypes(t *testing.T) {
 			pr := problem(t, w)
 			assert.Equal(t, c.typ, pr["type"], c.path)
 			assert.EqualValues(t, c.status, pr["status"], c.path)
-			assert.Equal(t, []any{"default"}, pr["violated-policies"], c.path)
+			assert.Equal(t, []any{c.path + " 1/1h"}, pr["violated-policies"], c.path)
 		}
 
 		// WithProblemType decides per rejection, from its event.
