@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -60,7 +61,8 @@ type simWire struct {
 }
 
 // simPause is a wait a refusal asked for: heard by the client at heard,
-// over (at the server) at until.
+// over (at the server) at until, or later if a refusal heard before asked
+// for longer.
 type simPause struct{ heard, until time.Time }
 
 // simCounts is what a simWire counted.
@@ -121,18 +123,13 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	arrived := time.Now()
 	w.mu.Lock()
 	w.requests++
-	live := w.pauses[:0]
-	during := false
-	for _, p := range w.pauses {
-		if !p.until.After(arrived) {
-			continue // over: no later request can arrive inside it
-		}
-		live = append(live, p)
-		if sent.After(p.heard) { // a request sent at the very instant the refusal came back had not heard it
-			during = true
-		}
-	}
-	w.pauses = live
+	// The pauses heard by the time the request was sent are a prefix
+	// (they are kept in the order heard); the last of them holds the
+	// latest end of any.
+	// (A request sent at the very instant a refusal came back, in fake
+	// time, was let through before the client could read it.)
+	i := sort.Search(len(w.pauses), func(i int) bool { return !w.pauses[i].heard.Before(sent) })
+	during := i > 0 && arrived.Before(w.pauses[i-1].until)
 	if during {
 		w.inPause++
 		if w.inPause == 1 {
@@ -174,7 +171,11 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	w.mu.Lock()
 	if refused && wait > 0 {
-		w.pauses = append(w.pauses, simPause{heard: time.Now(), until: arrived.Add(wait)})
+		p := simPause{heard: time.Now(), until: arrived.Add(wait)}
+		if n := len(w.pauses); n > 0 && w.pauses[n-1].until.After(p.until) {
+			p.until = w.pauses[n-1].until
+		}
+		w.pauses = append(w.pauses, p)
 	}
 	if w.trace && (w.inPause == 0 || w.logLeft > 0) {
 		if w.inPause > 0 {
