@@ -578,6 +578,9 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		// whatever other answers say meanwhile: pauseUntil only extends.
 		g.learnQuotas(tk, a, now)
 		if d > 0 {
+			g.tighten(a, now.Add(d))
+		}
+		if d > 0 {
 			until := now.Add(min(d, g.maxPause))
 			if fresh && !a.far.any() && g.okSince > 0 && !g.resumedAt.IsZero() && g.unexplained(now) {
 				// A limit the server does not advertise: pace the
@@ -618,6 +621,25 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 	}
 	return g.learnQuotas(tk, a, now)
+}
+
+// tighten brings the reset of each quota a refusal a says is at zero
+// forward to until, the end of the wait the refusal asked for, when that
+// is earlier by less than the second a reset written in whole seconds
+// rounds away (delay read the two together). g.mu must be held.
+func (g *gate) tighten(a *answer, until time.Time) {
+	for i := range a.info.Quotas {
+		s := &a.info.Quotas[i]
+		if s.Remaining != 0 {
+			continue
+		}
+		for j := range g.quotas[:g.nq] {
+			q := &g.quotas[j]
+			if q.name == s.Name && q.known && !q.refill && q.reset.After(until) && q.reset.Sub(until) <= time.Second+resetSlack {
+				q.reset = until
+			}
+		}
+	}
 }
 
 // unexplained reports whether a refusal that asked for a wait, answered
@@ -789,26 +811,27 @@ func (g *gate) slot(name string) *quota {
 	return q
 }
 
-// delay is Info.Delay with the sloppy-server rules of resetFor.
+// delay is Info.Delay with the sloppy-server rules of resetFor, and one
+// bound tightened by another: a quota at zero whose reset is written in
+// whole seconds (rounded up: the wait is within the second before it)
+// waits only as long as a Retry-After written finer than the second
+// (retry-after-ms, or fractional seconds) says, when that lies within
+// the same second — the two say the same, one more precisely.
 func (g *gate) delay(info headers.Info, now time.Time) time.Duration {
 	var d time.Duration
 	ra := time.Duration(-1)
 	if info.HasRetryAfter {
 		ra = info.RetryAfter
 	}
+	fine := ra > 0 && ra%time.Second != 0
 	for i := range info.Quotas {
 		if q := &info.Quotas[i]; q.Remaining == 0 {
 			if r := g.resetFor(q, now); !r.IsZero() {
-				d = max(d, r.Sub(now))
-			}
-			if end := q.Reset.Add(time.Second); ra > 0 && ra <= time.Second && q.Reset.Nanosecond() == 0 &&
-				!q.Reset.After(now) && end.After(now) {
-				// A whole-second reset R has passed: the window ends
-				// within [R, R+1s), which resetFor probes step by step.
-				// A Retry-After of a second says no more than that (a
-				// second rounded up, or the window's length: httprate
-				// always says 1), so it waits at most until R+1s.
-				ra = min(ra, end.Sub(now))
+				dq := r.Sub(now)
+				if fine && wholeSeconds(q.Reset, now) && ra <= dq && ra > dq-time.Second-resetSlack {
+					dq = ra
+				}
+				d = max(d, dq)
 			}
 		}
 	}

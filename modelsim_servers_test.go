@@ -155,6 +155,11 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	refused := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusServiceUnavailable
 	if v := resp.Header.Get(askedWait); v != "" {
 		wait, _ = time.ParseDuration(v)
+	} else if ms := resp.Header.Get("Retry-After-Ms"); refused && ms != "" {
+		// The wait to the millisecond (ours, OpenAI's): the whole-second
+		// fields beside it say the same, rounded up.
+		n, _ := strconv.Atoi(ms)
+		wait = time.Duration(n) * time.Millisecond
 	} else if refused {
 		wait = headers.Parse(resp.Header, arrived).Delay(arrived)
 	}
