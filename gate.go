@@ -593,7 +593,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 					g.pace.measured(m, d)
 				} else {
 					g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1, tk.seen > 0)
-					g.pace.step = min(max(g.pace.step, m), g.maxPause)
+					g.pace.step = min(g.pace.step, g.maxPause)
 					g.pace.penalty = d
 				}
 				g.paceBeside = g.hasQuotas()
