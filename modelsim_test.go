@@ -436,6 +436,8 @@ func (b modelBehaviour) modelRuns() []modelRun {
 // 1.10× the ideal time, and no request sent during a pause; GitHub's
 // secondary limits: 10 refusals for 400 with 20 goroutines, within 1.25×.
 func TestServerModel(t *testing.T) {
+	var summary strings.Builder
+	fmt.Fprintf(&summary, "base cases (ratio, refusals, sent during a pause):\n%-55s %-20s %-20s %-20s\n", "behaviour", "NewTransport", "NewRetryableClient", "go-retryablehttp")
 	for _, b := range modelBehaviours() {
 		t.Run(b.name, func(t *testing.T) {
 			var rs []modelResult
@@ -449,6 +451,16 @@ func TestServerModel(t *testing.T) {
 				})
 			}
 			logModelTable(t, b.name, rs)
+			fmt.Fprintf(&summary, "%-55s", b.name)
+			for _, r := range rs[:min(3, len(rs))] {
+				ratio := fmt.Sprintf("%.2f", r.ratio())
+				if !r.finished {
+					ratio = "unfin."
+				}
+				fmt.Fprintf(&summary, " %-20s", fmt.Sprintf("%s %d %d", ratio, r.counts.refused, r.counts.inPause))
+			}
+			summary.WriteString("\n")
 		})
 	}
+	t.Log(summary.String())
 }
