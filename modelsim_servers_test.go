@@ -558,7 +558,7 @@ func (g *githubSecondary) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // bareWindow is a fixed window aligned to the epoch that refuses with a
-// bare 429: no Retry-After, no simQuota fields. Refusals do not count.
+// bare 429: no Retry-After, no quota fields. Refusals do not count.
 type bareWindow struct {
 	limit  int
 	window time.Duration

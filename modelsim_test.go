@@ -22,7 +22,7 @@ import (
 	"github.com/throttlekit/throttle/server"
 )
 
-// The test bed of issue 18: each server modelBehaviour of the issue's table,
+// The test bed of issue 18: each server behaviour of the issue's table,
 // simulated in fake time (modelsim_servers_test.go), driven through
 // throttle.NewTransport and NewRetryableClient at several rates, window
 // phases, latencies and concurrencies, and held to the issue's "Done when"
@@ -34,11 +34,11 @@ type simQuota struct {
 	window time.Duration
 }
 
-// modelBehaviour is one row of issue 18's table: a server that allows a simQuota
-// per client, and what the fastest client could do.
+// modelBehaviour is one row of issue 18's table: a server that allows a
+// quota per client, and what the fastest client could do.
 type modelBehaviour struct {
 	name string
-	// serve returns the server for a simQuota, and what to close when the
+	// serve returns the server for a quota, and what to close when the
 	// run is over (nil when nothing).
 	serve func(q simQuota) (http.Handler, func())
 	// ideal is the least time total successes take under q, for a client
@@ -55,43 +55,43 @@ type modelBehaviour struct {
 
 // The ideals.
 
-// windowed: a window's worth at once, window after window; the last
+// idealWindowed: a window's worth at once, window after window; the last
 // window opens after ⌈total/n⌉−1 windows. (A fixed window from the first
 // request, a sliding log.)
 func idealWindowed(q simQuota, total int, _ time.Duration) time.Duration {
 	return time.Duration(simCeilDiv(int64(total), int64(q.n))-1) * q.window
 }
 
-// epochWindowed: the same over windows aligned to the epoch; a client that
+// idealEpochWindowed: the same over windows aligned to the epoch; a client that
 // starts phase into one has that much less of the first.
 func idealEpochWindowed(q simQuota, total int, phase time.Duration) time.Duration {
 	return idealWindowed(q, total, 0) - phase%q.window
 }
 
-// slidingRate: a window's worth at once, then, as the estimate slides, n
+// idealSliding: a window's worth at once, then, as the estimate slides, n
 // per window from one window on (the first window weighs on the next until
 // it has passed), as bench/haproxy_test.go's ideal.
 func idealSliding(q simQuota, total int, _ time.Duration) time.Duration {
 	return q.window + time.Duration(total-q.n)*q.window/time.Duration(q.n)
 }
 
-// bucket: a token idealBucket of burst n/2 takes its burst at once, then one
-// every window/n.
+// idealBucket: a token bucket of burst n/2 takes its burst at once, then
+// one every window/n.
 func idealBucket(q simQuota, total int, _ time.Duration) time.Duration {
 	return time.Duration(total-simBurst(q)) * q.window / time.Duration(q.n)
 }
 
-// paced: one every window/n from the first (a leaky idealBucket).
+// idealPaced: one every window/n from the first (a leaky bucket).
 func idealPaced(q simQuota, total int, _ time.Duration) time.Duration {
 	return time.Duration(total-1) * q.window / time.Duration(q.n)
 }
 
-// simRate is q as a bucket's rate; simBurst the burst the idealBucket servers
+// simRate is q as a bucket's rate; simBurst the burst the bucket servers
 // here are given: half the quota.
 func simRate(q simQuota) limiters.Rate { return limiters.Rate{N: q.n, Per: q.window} }
 func simBurst(q simQuota) int          { return max(q.n/2, 1) }
 
-// ownServer serves this project's own server.New with the limiter spec makes
+// ownServer serves this project's own server.New with the limiter mk makes
 // per client (key: the client's address), writing both header styles.
 func ownServer(mk func(q simQuota) limiters.Limiter) func(q simQuota) (http.Handler, func()) {
 	return func(q simQuota) (http.Handler, func()) {
@@ -197,12 +197,12 @@ func modelBehaviours() []modelBehaviour {
 type modelRun struct {
 	rate, workers, total int           // rate: the quota's n
 	window               time.Duration // the quota's window; 0 is 1 s
-	phase                time.Duration // into a whole second, when the client starts
+	phase                time.Duration // into a window aligned to the epoch, when the client starts
 	latency, jitter      time.Duration
 	retryable            bool // NewRetryableClient instead of NewTransport
 	plain                bool // go-retryablehttp's own client, no Transport: the baseline
 	method               string
-	seed                 uint64 // the wire's jitter; 0 is 18
+	seed                 uint64 // seeds the wire's jitter; 0 is 18
 	trace                bool   // keep the exchanges around the first request sent during a pause
 }
 
@@ -222,7 +222,7 @@ func (r modelRun) String() string {
 	return fmt.Sprintf("%s/%d per %v/%d goroutines/phase %v/latency %v±%v", client, r.rate, r.quota().window, r.workers, r.phase, r.latency, r.jitter)
 }
 
-// simQuota is the server's limit in the run.
+// quota is the server's limit in the run.
 func (r modelRun) quota() simQuota {
 	if r.window == 0 {
 		return simQuota{r.rate, time.Second}
@@ -393,7 +393,7 @@ func logModelTable(t *testing.T, title string, rs []modelResult) {
 	t.Log(sb.String())
 }
 
-// modelRuns is the matrix a modelBehaviour is run over: its base case (the
+// modelRuns is the matrix a behaviour is run over: its base case (the
 // issue's figures: 20 ms ± 10 ms one way) with both clients, then one
 // dimension at a time varied with NewTransport: half and five times the
 // rate, the phases .3, .6 and .95 s, no latency and 100 ms ± 50 ms, one
@@ -432,7 +432,7 @@ func (b modelBehaviour) modelRuns() []modelRun {
 	return runs
 }
 
-// TestServerModel: issue 18's "Done when", modelBehaviour by behaviour: at
+// TestServerModel: issue 18's "Done when", behaviour by behaviour: at
 // most 10 refusals per 250 successes (our own server: 5 per 100), at most
 // 1.10× the ideal time, and no request sent during a pause; GitHub's
 // secondary limits: 10 refusals for 400 with 20 goroutines, within 1.25×.
