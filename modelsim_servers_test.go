@@ -203,13 +203,13 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// nowMs is the time in whole milliseconds, as JavaScript's Date.now() and
+// simNowMs is the time in whole milliseconds, as JavaScript's Date.now() and
 // HAProxy's now_ms read it.
-func nowMs() int64 { return time.Now().UnixMilli() }
+func simNowMs() int64 { return time.Now().UnixMilli() }
 
-// ceilDiv is ⌈a/b⌉ for a ≥ 0, b > 0 (Math.ceil of a quotient); negative a
+// simCeilDiv is ⌈a/b⌉ for a ≥ 0, b > 0 (Math.ceil of a quotient); negative a
 // gives what Math.ceil does too (towards zero).
-func ceilDiv(a, b int64) int64 {
+func simCeilDiv(a, b int64) int64 {
 	if a <= 0 {
 		return -(-a / b)
 	}
@@ -270,7 +270,7 @@ func (e *expressLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e.clients == nil {
 		e.clients = make(map[string]*expressClient)
 	}
-	now := nowMs()
+	now := simNowMs()
 	windowMs := e.window.Milliseconds()
 	c := e.clients[key]
 	if c == nil || c.resetMs <= now {
@@ -282,8 +282,8 @@ func (e *expressLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Unlock()
 
 	remaining := max(0, e.limit-hits)
-	resetSec := max(0, ceilDiv(resetMs-now, 1000))
-	winSec := ceilDiv(windowMs, 1000)
+	resetSec := max(0, simCeilDiv(resetMs-now, 1000))
+	winSec := simCeilDiv(windowMs, 1000)
 	h := w.Header()
 	switch e.mode {
 	case expressDraft6:
@@ -306,7 +306,7 @@ func (e *expressLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("X-RateLimit-Limit", strconv.Itoa(e.limit))
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
 		h.Set("Date", time.UnixMilli(now).UTC().Format(http.TimeFormat))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilDiv(resetMs, 1000), 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(simCeilDiv(resetMs, 1000), 10))
 	}
 	if hits > e.limit {
 		if e.fractional {
@@ -446,7 +446,7 @@ type haproxyTable struct {
 
 func (s *haproxyTable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	now := nowMs()
+	now := simNowMs()
 	// update_freq_ctr_period
 	if now-s.tick >= s.period {
 		s.prev, s.curr = s.curr, 0

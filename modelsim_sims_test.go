@@ -17,8 +17,8 @@ import (
 // The simulators of modelsim_servers_test.go hold to the quirks they
 // claim: what each answers, request by request, in fake time.
 
-// hit sends one request to h and returns the answer's status and fields.
-func hit(h http.Handler, method string) (int, http.Header, string) {
+// simHit sends one request to h and returns the answer's status and fields.
+func simHit(h http.Handler, method string) (int, http.Header, string) {
 	req := httptest.NewRequest(method, "http://api.test/items", nil)
 	req.RemoteAddr = "192.0.2.1:1234"
 	rec := httptest.NewRecorder()
@@ -36,52 +36,52 @@ func TestSimExpressRateLimit(t *testing.T) {
 		}
 		for i := 1; i <= 10; i++ {
 			for _, e := range modes {
-				code, _, _ := hit(e, http.MethodGet)
+				code, _, _ := simHit(e, http.MethodGet)
 				require.Equal(t, http.StatusOK, code, "request %d", i)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		// 0.1 s in: 0.9 s left, written as 1 (rounded up).
-		_, h, _ := hit(modes[expressDraft6], http.MethodGet)
+		_, h, _ := simHit(modes[expressDraft6], http.MethodGet)
 		assert.Equal(t, "10;w=1", h.Get("RateLimit-Policy"))
 		assert.Equal(t, "0", h.Get("RateLimit-Remaining"))
 		assert.Equal(t, "1", h.Get("RateLimit-Reset"))
 		assert.Equal(t, "1", h.Get("Retry-After"))
-		_, h, _ = hit(modes[expressDraft7], http.MethodGet)
+		_, h, _ = simHit(modes[expressDraft7], http.MethodGet)
 		assert.Equal(t, "limit=10, remaining=0, reset=1", h.Get("RateLimit"))
-		code, h, body := hit(modes[expressDraft8], http.MethodGet)
+		code, h, body := simHit(modes[expressDraft8], http.MethodGet)
 		assert.Equal(t, http.StatusTooManyRequests, code)
 		assert.Equal(t, "Too many requests, please try again later.", body)
 		assert.Equal(t, `"10-in-1sec"; r=0; t=1`, h.Get("RateLimit"))
 		assert.True(t, strings.HasPrefix(h.Get("RateLimit-Policy"), `"10-in-1sec"; q=10; w=1; pk=:`), h.Get("RateLimit-Policy"))
-		_, h, _ = hit(modes[expressLegacy], http.MethodGet)
+		_, h, _ = simHit(modes[expressLegacy], http.MethodGet)
 		// The window ends at start+1 s, x.3: the epoch reset is rounded up.
-		assert.Equal(t, start.Add(time.Second).Truncate(time.Second).Add(time.Second).Unix(), mustInt(t, h.Get("X-RateLimit-Reset")))
+		assert.Equal(t, start.Add(time.Second).Truncate(time.Second).Add(time.Second).Unix(), simInt(t, h.Get("X-RateLimit-Reset")))
 		assert.NotEmpty(t, h.Get("Date"))
 
 		// Refusals count: knocking until the window ends still ends it at
 		// the same time (start + 1 s), and a new window starts with the
 		// first request after it.
 		time.Sleep(start.Add(time.Second).Sub(time.Now()) - time.Millisecond)
-		code, _, _ = hit(modes[expressDraft7], http.MethodGet)
+		code, _, _ = simHit(modes[expressDraft7], http.MethodGet)
 		assert.Equal(t, http.StatusTooManyRequests, code, "1 ms before the end")
 		time.Sleep(time.Millisecond)
-		code, h, _ = hit(modes[expressDraft7], http.MethodGet)
+		code, h, _ = simHit(modes[expressDraft7], http.MethodGet)
 		assert.Equal(t, http.StatusOK, code, "at the end")
 		assert.Equal(t, "limit=10, remaining=9, reset=1", h.Get("RateLimit"))
 
 		// Fractional: the seconds to the window's end, to the millisecond.
 		f := &expressLimit{limit: 1, window: time.Second, mode: expressLegacy, fractional: true}
-		hit(f, http.MethodGet)
+		simHit(f, http.MethodGet)
 		time.Sleep(25 * time.Millisecond)
-		code, h, _ = hit(f, http.MethodGet)
+		code, h, _ = simHit(f, http.MethodGet)
 		assert.Equal(t, http.StatusTooManyRequests, code)
 		assert.Equal(t, "0.975", h.Get("Retry-After"))
 		assert.Equal(t, "975ms", h.Get(askedWait))
 	})
 }
 
-func mustInt(t *testing.T, s string) int64 {
+func simInt(t *testing.T, s string) int64 {
 	t.Helper()
 	var n int64
 	for _, c := range s {
@@ -96,10 +96,10 @@ func TestSimHAProxyStickTable(t *testing.T) {
 		time.Sleep(123 * time.Millisecond)
 		s := &haproxyTable{limit: 10, period: 1000}
 		for i := range 10 {
-			code, _, _ := hit(s, http.MethodGet)
+			code, _, _ := simHit(s, http.MethodGet)
 			require.Equal(t, http.StatusOK, code, "request %d", i)
 		}
-		code, h, _ := hit(s, http.MethodGet)
+		code, h, _ := simHit(s, http.MethodGet)
 		assert.Equal(t, http.StatusTooManyRequests, code, "the 11th in the period")
 		assert.Equal(t, "1", h.Get("Retry-After"))
 		// Half of the next period: the last period (11, the refusal
@@ -107,7 +107,7 @@ func TestSimHAProxyStickTable(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		admitted := 0
 		for range 10 {
-			if code, _, _ := hit(s, http.MethodGet); code == http.StatusOK {
+			if code, _, _ := simHit(s, http.MethodGet); code == http.StatusOK {
 				admitted++
 			}
 		}
@@ -115,7 +115,7 @@ func TestSimHAProxyStickTable(t *testing.T) {
 		// Two idle periods: a fresh start.
 		time.Sleep(2 * time.Second)
 		for i := range 10 {
-			code, _, _ := hit(s, http.MethodGet)
+			code, _, _ := simHit(s, http.MethodGet)
 			require.Equal(t, http.StatusOK, code, "request %d after two idle periods", i)
 		}
 	})
@@ -126,11 +126,11 @@ func TestSimSlidingRefuser(t *testing.T) {
 		for _, exact := range []bool{false, true} {
 			s := &slidingRefuser{limit: 10, window: time.Second, exact: exact}
 			for i := range 10 {
-				code, h, _ := hit(s, http.MethodGet)
+				code, h, _ := simHit(s, http.MethodGet)
 				require.Equal(t, http.StatusOK, code, "request %d", i)
 				assert.Empty(t, h.Get("Retry-After"), "nothing on a success")
 			}
-			code, h, _ := hit(s, http.MethodGet)
+			code, h, _ := simHit(s, http.MethodGet)
 			assert.Equal(t, http.StatusTooManyRequests, code)
 			assert.Equal(t, "1", h.Get("Retry-After"))
 			h.Del(askedWait) // the wire strips it
@@ -144,10 +144,10 @@ func TestSimGitHubSecondary(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := &githubSecondary{points: 40, window: time.Second, status: http.StatusForbidden, retryAfter: 2}
 		for i := range 40 {
-			code, _, _ := hit(g, http.MethodGet)
+			code, _, _ := simHit(g, http.MethodGet)
 			require.Equal(t, http.StatusOK, code, "request %d", i)
 		}
-		code, h, body := hit(g, http.MethodGet)
+		code, h, body := simHit(g, http.MethodGet)
 		assert.Equal(t, http.StatusForbidden, code)
 		assert.Equal(t, "2", h.Get("Retry-After"))
 		assert.Equal(t, "4960", h.Get("X-RateLimit-Remaining"), "the primary limit is far from spent")
@@ -155,12 +155,12 @@ func TestSimGitHubSecondary(t *testing.T) {
 		// POSTs cost 5 points.
 		p := &githubSecondary{points: 900, window: time.Minute, status: http.StatusForbidden, retryAfter: 60}
 		for i := range 180 {
-			code, _, _ := hit(p, http.MethodPost)
+			code, _, _ := simHit(p, http.MethodPost)
 			require.Equal(t, http.StatusOK, code, "POST %d", i)
 		}
-		code, _, _ = hit(p, http.MethodPost)
+		code, _, _ = simHit(p, http.MethodPost)
 		assert.Equal(t, http.StatusForbidden, code, "900 points spent")
-		code, _, _ = hit(p, http.MethodGet)
+		code, _, _ = simHit(p, http.MethodGet)
 		assert.Equal(t, http.StatusForbidden, code, "not one point left")
 	})
 }
