@@ -1,0 +1,119 @@
+'use strict';
+// Real rate-limiting servers from outside Go, for the bench module's
+// TestInteropWithRealServers (realservers_test.go). Each argument is one
+// server to start on loopback, as JSON:
+//
+//   {"port": 41234, "server": "express-rate-limit", "mode": "draft-8",
+//    "limit": 10, "windowMs": 1000}
+//
+// server is express-rate-limit, @fastify/rate-limit or koa-ratelimit; mode
+// is one of that server's configurations (see the tables below); every
+// server limits each client address to limit requests per windowMs with
+// its own in-memory store, in front of a handler that answers 200 "ok".
+// Once every server listens, the script prints "ready" on a line of its
+// own; it runs until it is killed, or until its standard input closes (so
+// a test that dies takes its servers with it).
+
+const express = require('express');
+const { rateLimit } = require('express-rate-limit');
+const Fastify = require('fastify');
+const fastifyRateLimit = require('@fastify/rate-limit');
+const Koa = require('koa');
+const koaRatelimit = require('koa-ratelimit');
+
+// express-rate-limit: every header mode it offers (legacyHeaders,
+// standardHeaders 'draft-6', 'draft-7', 'draft-8', and neither), over its
+// MemoryStore: a fixed window per client that starts at the client's first
+// request after the last window ended.
+const expressModes = {
+  legacy: { legacyHeaders: true, standardHeaders: false },
+  'draft-6': { legacyHeaders: false, standardHeaders: 'draft-6' },
+  'draft-7': { legacyHeaders: false, standardHeaders: 'draft-7' },
+  'draft-8': { legacyHeaders: false, standardHeaders: 'draft-8' },
+  none: { legacyHeaders: false, standardHeaders: false },
+};
+
+function startExpress(s) {
+  const mode = expressModes[s.mode];
+  if (!mode) throw new Error(`express-rate-limit: no mode ${s.mode}`);
+  const app = express();
+  app.use(rateLimit({ windowMs: s.windowMs, limit: s.limit, ...mode }));
+  app.get('/', (_req, res) => res.type('text/plain').send('ok'));
+  return new Promise((resolve, reject) => {
+    const srv = app.listen(s.port, '127.0.0.1', (err) => (err ? reject(err) : resolve(srv)));
+  });
+}
+
+// @fastify/rate-limit: its two header sets (x-ratelimit-* by default, the
+// IETF draft's ratelimit-* with enableDraftSpec), and the two store
+// behaviours that change what a refusal costs: continueExceeding (every
+// refused request restarts the window) and exponentialBackoff (each refused
+// request doubles the window).
+const fastifyModes = {
+  default: {},
+  draft: { enableDraftSpec: true },
+  'continue-exceeding': { continueExceeding: true },
+  'exponential-backoff': { exponentialBackoff: true },
+};
+
+async function startFastify(s) {
+  const mode = fastifyModes[s.mode];
+  if (!mode) throw new Error(`@fastify/rate-limit: no mode ${s.mode}`);
+  const app = Fastify({ logger: false });
+  await app.register(fastifyRateLimit, { max: s.limit, timeWindow: s.windowMs, ...mode });
+  app.get('/', async (_req, reply) => reply.type('text/plain').send('ok'));
+  await app.listen({ port: s.port, host: '127.0.0.1' });
+  return app;
+}
+
+// koa-ratelimit: its memory driver (a fixed window per client from its
+// first request), with its headers (X-RateLimit-Reset as epoch seconds with
+// a fraction, Retry-After truncated to whole seconds) or with
+// disableHeader (only Retry-After, on refusals).
+const koaModes = {
+  headers: {},
+  'disable-header': { disableHeader: true },
+};
+
+function startKoa(s) {
+  const mode = koaModes[s.mode];
+  if (!mode) throw new Error(`koa-ratelimit: no mode ${s.mode}`);
+  const app = new Koa();
+  app.use(koaRatelimit({ driver: 'memory', db: new Map(), duration: s.windowMs, max: s.limit, ...mode }));
+  app.use((ctx) => {
+    ctx.type = 'text/plain';
+    ctx.body = 'ok';
+  });
+  return new Promise((resolve, reject) => {
+    const srv = app.listen(s.port, '127.0.0.1');
+    srv.once('listening', () => resolve(srv));
+    srv.once('error', reject);
+  });
+}
+
+const starters = {
+  'express-rate-limit': startExpress,
+  '@fastify/rate-limit': startFastify,
+  'koa-ratelimit': startKoa,
+};
+
+async function main() {
+  const specs = process.argv.slice(2).map((a) => JSON.parse(a));
+  if (specs.length === 0) throw new Error('usage: node servers.js SPEC...');
+  for (const s of specs) {
+    if (!starters[s.server]) throw new Error(`no server ${s.server}`);
+    if (!(Number.isInteger(s.port) && s.port > 0 && Number.isInteger(s.limit) && s.limit > 0 &&
+        Number.isInteger(s.windowMs) && s.windowMs > 0)) {
+      throw new Error(`bad spec ${JSON.stringify(s)}`);
+    }
+  }
+  await Promise.all(specs.map((s) => starters[s.server](s)));
+  process.stdout.write('ready\n');
+}
+
+process.stdin.on('end', () => process.exit(0));
+process.stdin.resume();
+main().catch((err) => {
+  process.stderr.write(`servers.js: ${err.stack || err}\n`);
+  process.exit(1);
+});
