@@ -21,6 +21,7 @@ import (
 
 	"github.com/throttlekit/throttle"
 	"github.com/throttlekit/throttle/headers"
+	"github.com/throttlekit/throttle/internal/redistest"
 )
 
 // --- Interop: the Transport against real rate-limiting servers from npm ---
@@ -47,7 +48,11 @@ import (
 //   - koa-ratelimit (koa 3), its memory driver (the same kind of window):
 //     X-RateLimit-Reset in epoch seconds with a microsecond fraction and a
 //     Retry-After truncated to whole seconds (0 in the window's last
-//     second), or disableHeader: Retry-After alone.
+//     second), or disableHeader: Retry-After alone; and its Redis driver,
+//     the default (async-ratelimiter over ioredis, against a redis-server
+//     the test starts): an exact sliding log, X-RateLimit-Reset in epoch
+//     seconds rounded down (the oldest entry's expiry), Retry-After the
+//     seconds to it truncated (mostly 0 at 1 s), or disableHeader.
 //
 // Every mode runs at issue 18's setting, 10 requests per 1 s window per
 // client; one mode of each server also at 20 per 1 s and at 5 per 2 s.
@@ -56,8 +61,10 @@ import (
 // throttle.NewRetryableClient, (c) a plain go-retryablehttp client as the
 // reference. 10 goroutines each do units of work until realTotal units
 // have succeeded; a refused unit is retried at once (for the go-retryablehttp
-// clients: once the client itself gives up). Every case and client runs at
-// the same time, so the test takes as long as its slowest run (~25–40 s).
+// clients: once the client itself gives up). Every case runs at the same
+// time, first with (a) and (b), then with (c), so the test takes as long as
+// the slowest run of each phase (~45 s; a reference that never finishes
+// stops at twice the ideal plus 10 s).
 //
 // Counted at the wire, under each client: requests sent, refusals, and
 // requests sent during a wait that an earlier refusal asked for (its
@@ -69,7 +76,8 @@ import (
 // the same count), at most 1.10× the ideal time, and no request sent during
 // a wait a refusal asked for. The ideal: these windows start at a client's
 // first request, so limit units go at once and limit more at the start of
-// every window: (⌈N/limit⌉−1) windows for N units.
+// every window: (⌈N/limit⌉−1) windows for N units; so does the sliding log
+// (each unit goes one window after the one limit units before it).
 //
 // CI runs realTotal = 8 windows' worth per case (80 at 10 per 1 s);
 // THROTTLE_FULL_REAL=1 runs the issue's 250. The test fails, rather than
@@ -118,6 +126,9 @@ type realCase struct {
 
 func (c realCase) name() string { return c.server + "/" + c.mode + "/" + c.realSetting.String() }
 
+// usesRedis says whether c's server keeps its counts in Redis.
+func (c realCase) usesRedis() bool { return strings.HasPrefix(c.mode, "redis") }
+
 var (
 	issueSetting  = realSetting{10, time.Second}
 	fasterSetting = realSetting{20, time.Second}
@@ -133,7 +144,7 @@ func realCases() []realCase {
 	}{
 		{"express-rate-limit", []string{"legacy", "draft-6", "draft-7", "draft-8", "none"}},
 		{"@fastify/rate-limit", []string{"default", "draft", "continue-exceeding", "exponential-backoff"}},
-		{"koa-ratelimit", []string{"headers", "disable-header"}},
+		{"koa-ratelimit", []string{"headers", "disable-header", "redis", "redis-disable-header"}},
 	}
 	var cs []realCase
 	for _, m := range modes {
@@ -148,7 +159,7 @@ func realCases() []realCase {
 	} {
 		cs = append(cs, realCase{c.server, c.mode, fasterSetting}, realCase{c.server, c.mode, longerSetting})
 	}
-	return cs
+	return append(cs, realCase{"koa-ratelimit", "redis", longerSetting})
 }
 
 // realClient is one of the three clients each case is driven by.
@@ -411,9 +422,9 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
-// realServersNode finds node and the installed packages, or skips t (fails
-// it when THROTTLE_REQUIRE_PROXIES is set, as make test does after
-// installing them).
+// realServersNode finds node, the installed packages and redis-server, or
+// skips t (fails it when THROTTLE_REQUIRE_PROXIES is set, as make test does
+// after installing them).
 func realServersNode(t *testing.T) string {
 	missing := func(what string) {
 		if os.Getenv("THROTTLE_REQUIRE_PROXIES") != "" {
@@ -427,7 +438,12 @@ func realServersNode(t *testing.T) string {
 			missing("node not found")
 		}
 	}
-	for _, pkg := range []string{"express-rate-limit", "@fastify/rate-limit", "koa-ratelimit", "express", "fastify", "koa"} {
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing(bin + " not found")
+		}
+	}
+	for _, pkg := range []string{"express-rate-limit", "@fastify/rate-limit", "koa-ratelimit", "express", "fastify", "koa", "ioredis"} {
 		if !fileExists(filepath.Join(realServersDir, "node_modules", pkg, "package.json")) {
 			missing(pkg + " not installed in bench/realservers/node_modules")
 		}
@@ -439,6 +455,7 @@ func realServersNode(t *testing.T) string {
 func TestInteropWithRealServers(t *testing.T) {
 	node := realServersNode(t)
 	goroutinesSettle(t)
+	rdb := redistest.Start(t)
 	cases := realCases()
 	urls := make([][numRealClients]string, len(cases))
 	specs := make(map[string][]string)
@@ -446,21 +463,30 @@ func TestInteropWithRealServers(t *testing.T) {
 		for k := range numRealClients {
 			port := freeLoopbackPort(t)
 			urls[i][k] = fmt.Sprintf("http://127.0.0.1:%d/", port)
+			var redis string
+			if c.usesRedis() {
+				redis = fmt.Sprintf(`,"redis":%q`, rdb.Addr)
+			}
 			specs[c.server] = append(specs[c.server], fmt.Sprintf(
-				`{"port":%d,"server":%q,"mode":%q,"limit":%d,"windowMs":%d}`,
-				port, c.server, c.mode, c.limit, c.window.Milliseconds()))
+				`{"port":%d,"server":%q,"mode":%q,"limit":%d,"windowMs":%d%s}`,
+				port, c.server, c.mode, c.limit, c.window.Milliseconds(), redis))
 		}
 	}
 	startRealServers(t, node, specs)
 
+	// Ours first, all at once; then the references, all at once: a plain
+	// client that obeys a Retry-After of 0 sends thousands of requests a
+	// second, and the machine it loads is the one that times ours.
 	runs := make([][numRealClients]*realRun, len(cases))
-	var wg sync.WaitGroup
-	for i, c := range cases {
-		for k := range numRealClients {
-			wg.Go(func() { runs[i][k] = c.run(k, urls[i][k]) })
+	for _, phase := range [][]realClient{{clientTransport, clientRetryable}, {clientReference}} {
+		var wg sync.WaitGroup
+		for i, c := range cases {
+			for _, k := range phase {
+				wg.Go(func() { runs[i][k] = c.run(k, urls[i][k]) })
+			}
 		}
+		wg.Wait()
 	}
-	wg.Wait()
 
 	var table []string
 	for i, c := range cases {

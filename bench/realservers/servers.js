@@ -9,7 +9,9 @@
 // server is express-rate-limit, @fastify/rate-limit or koa-ratelimit; mode
 // is one of that server's configurations (see the tables below); every
 // server limits each client address to limit requests per windowMs with
-// its own in-memory store, in front of a handler that answers 200 "ok".
+// its own store (in memory; for koa-ratelimit's Redis driver, keys of its
+// own on the redis-server at "redis", host:port), in front of a handler that
+// answers 200 "ok".
 // Once every server listens, the script prints "ready" on a line of its
 // own; it runs until it is killed, or until its standard input closes (so
 // a test that dies takes its servers with it).
@@ -67,19 +69,36 @@ async function startFastify(s) {
 }
 
 // koa-ratelimit: its memory driver (a fixed window per client from its
-// first request), with its headers (X-RateLimit-Reset as epoch seconds with
-// a fraction, Retry-After truncated to whole seconds) or with
-// disableHeader (only Retry-After, on refusals).
+// first request; X-RateLimit-Reset in epoch seconds with a fraction) and
+// its Redis driver, the default (async-ratelimiter: an exact sliding log in
+// a sorted set; X-RateLimit-Reset in epoch seconds rounded down), each with
+// its headers or with disableHeader (then only Retry-After, on refusals).
+// Retry-After is the seconds to the reset, truncated.
 const koaModes = {
-  headers: {},
-  'disable-header': { disableHeader: true },
+  headers: { driver: 'memory' },
+  'disable-header': { driver: 'memory', disableHeader: true },
+  redis: { driver: 'redis' },
+  'redis-disable-header': { driver: 'redis', disableHeader: true },
 };
+
+let Redis; // ioredis, loaded only when a Redis mode is asked for
+
+function koaStore(s, mode) {
+  if (mode.driver === 'memory') return { db: new Map() };
+  if (typeof s.redis !== 'string' || !s.redis.includes(':')) {
+    throw new Error(`koa-ratelimit: mode ${s.mode} needs "redis": "host:port"`);
+  }
+  Redis ??= require('ioredis');
+  const i = s.redis.lastIndexOf(':');
+  const db = new Redis({ host: s.redis.slice(0, i), port: Number(s.redis.slice(i + 1)), lazyConnect: false });
+  return { db, namespace: `limit${s.port}` };
+}
 
 function startKoa(s) {
   const mode = koaModes[s.mode];
   if (!mode) throw new Error(`koa-ratelimit: no mode ${s.mode}`);
   const app = new Koa();
-  app.use(koaRatelimit({ driver: 'memory', db: new Map(), duration: s.windowMs, max: s.limit, ...mode }));
+  app.use(koaRatelimit({ ...koaStore(s, mode), duration: s.windowMs, max: s.limit, ...mode }));
   app.use((ctx) => {
     ctx.type = 'text/plain';
     ctx.body = 'ok';
