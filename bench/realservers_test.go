@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -179,7 +180,7 @@ func (c realClient) String() string { return realClientNames[c] }
 // wire counts what one client sends and what comes back; see the comment
 // at the top of the file.
 type wire struct {
-	base                        *http.Transport
+	base                        http.RoundTripper
 	sent, refused, other, early atomic.Int64
 
 	mu                    sync.Mutex
@@ -227,7 +228,11 @@ func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-func (w *wire) CloseIdleConnections() { w.base.CloseIdleConnections() }
+func (w *wire) CloseIdleConnections() {
+	if c, ok := w.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
 
 // realRun is what one client did against one case's server.
 type realRun struct {
@@ -536,4 +541,61 @@ func TestInteropWithRealServers(t *testing.T) {
 		})
 	}
 	t.Logf("summary (units done/asked, elapsed÷ideal, refusals, requests sent, sent during a pause):\n%s", strings.Join(table, "\n"))
+}
+
+// scriptedBase answers each request with the next of its answers.
+type scriptedBase struct{ answers []*http.Response }
+
+func (b *scriptedBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp := b.answers[0]
+	b.answers = b.answers[1:]
+	resp.Body = io.NopCloser(strings.NewReader(""))
+	resp.Request = req
+	return resp, nil
+}
+
+// TestWireCountsRequestsDuringAPause holds the count the real-server test
+// judges by: a request sent after a refusal came back (past realGrace) and
+// before the wait it asked for ends is counted; one within the grace, or
+// after the wait, or after a refusal that asked for none, is not.
+func TestWireCountsRequestsDuringAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		answer := func(status int, kv ...string) *http.Response {
+			h := http.Header{}
+			for i := 0; i < len(kv); i += 2 {
+				h.Set(kv[i], kv[i+1])
+			}
+			return &http.Response{StatusCode: status, Header: h}
+		}
+		w := &wire{base: &scriptedBase{answers: []*http.Response{
+			answer(http.StatusTooManyRequests, "Retry-After", "1"), // pause until 1s
+			answer(http.StatusOK),              // sent at once: within the grace
+			answer(http.StatusTooManyRequests), // at 0.5s: during the pause; asks for nothing more
+			answer(http.StatusOK),              // at 0.9s: during the pause
+			answer(http.StatusOK),              // at 1.0s: the pause is over
+			answer(http.StatusTooManyRequests, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "2"), // at 1.5s: until 3.5s
+			answer(http.StatusServiceUnavailable),                                                      // at 2s: during it
+			answer(http.StatusOK),                                                                      // at 4s: after it
+		}}}
+		send := func() {
+			req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+			resp, err := w.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		send()
+		send()
+		for _, d := range []time.Duration{500, 400, 100, 500, 500, 2000} {
+			time.Sleep(d * time.Millisecond)
+			send()
+		}
+		if got, want := [4]int64{w.sent.Load(), w.refused.Load(), w.other.Load(), w.early.Load()}, [4]int64{8, 4, 0, 3}; got != want {
+			t.Errorf("sent, refused, other, during a pause = %v; want %v", got, want)
+		}
+		if w.allowed == nil || w.refusal.Get("Retry-After") != "1" {
+			t.Errorf("samples: 200 %v, refusal %v", w.allowed, w.refusal)
+		}
+	})
 }
