@@ -184,7 +184,10 @@ type wire struct {
 	sent, refused, other, early atomic.Int64
 
 	mu                    sync.Mutex
+	start                 time.Time // the first request
 	pauseFrom, pauseUntil time.Time // the wait the refusals so far asked for
+	pausedBy              string    // the refusal that asked for the latest wait, for firstEarly
+	firstEarly            string    // the first request sent during a pause, and why it counts
 	allowed, refusal      http.Header
 }
 
@@ -192,8 +195,14 @@ func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 	now := time.Now()
 	w.sent.Add(1)
 	w.mu.Lock()
+	if w.start.IsZero() {
+		w.start = now
+	}
 	if now.Before(w.pauseUntil) && now.Sub(w.pauseFrom) >= realGrace {
-		w.early.Add(1)
+		if w.early.Add(1) == 1 {
+			w.firstEarly = fmt.Sprintf("sent at %.3fs, during the wait until %.3fs that %s asked for",
+				now.Sub(w.start).Seconds(), w.pauseUntil.Sub(w.start).Seconds(), w.pausedBy)
+		}
 	}
 	w.mu.Unlock()
 	resp, err := w.base.RoundTrip(req)
@@ -223,6 +232,7 @@ func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 				w.pauseFrom = now
 			}
 			w.pauseUntil = until
+			w.pausedBy = fmt.Sprintf("a %d at %.3fs (%s)", resp.StatusCode, now.Sub(w.start).Seconds(), rateLimitFields(resp.Header))
 		}
 	}
 	return resp, nil
@@ -232,6 +242,20 @@ func (w *wire) CloseIdleConnections() {
 	if c, ok := w.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// rateLimitFields is h's rate-limit fields, sorted, on one line.
+func rateLimitFields(h http.Header) string {
+	var fs []string
+	for k, vs := range h {
+		if l := strings.ToLower(k); strings.Contains(l, "rate") || strings.Contains(l, "retry") {
+			for _, v := range vs {
+				fs = append(fs, k+": "+v)
+			}
+		}
+	}
+	slices.Sort(fs)
+	return strings.Join(fs, " | ")
 }
 
 // realRun is what one client did against one case's server.
@@ -535,7 +559,7 @@ func TestInteropWithRealServers(t *testing.T) {
 					t.Errorf("%s: %v, %.2f× the ideal %v; want ≤ %.2f×", k, r.elapsed.Round(time.Millisecond), ratio, ideal, realMaxRatio)
 				}
 				if n := r.wire.early.Load(); n != 0 {
-					t.Errorf("%s: %d requests sent during a wait a refusal asked for", k, n)
+					t.Errorf("%s: %d requests sent during a wait a refusal asked for; the first %s", k, n, r.wire.firstEarly)
 				}
 			}
 		})
@@ -593,6 +617,9 @@ func TestWireCountsRequestsDuringAPause(t *testing.T) {
 		}
 		if got, want := [4]int64{w.sent.Load(), w.refused.Load(), w.other.Load(), w.early.Load()}, [4]int64{8, 4, 0, 3}; got != want {
 			t.Errorf("sent, refused, other, during a pause = %v; want %v", got, want)
+		}
+		if want := "sent at 0.500s, during the wait until 1.000s that a 429 at 0.000s (Retry-After: 1) asked for"; w.firstEarly != want {
+			t.Errorf("first request during a pause: %q; want %q", w.firstEarly, want)
 		}
 		if w.allowed == nil || w.refusal.Get("Retry-After") != "1" {
 			t.Errorf("samples: 200 %v, refusal %v", w.allowed, w.refusal)
