@@ -377,15 +377,25 @@ func (c realCase) run(k realClient, url string) *realRun {
 const realServersDir = "realservers"
 
 // startRealServers starts one node process per server package with the
-// given specs (JSON, see servers.js) and waits until each says "ready".
-// The processes end with t.
-func startRealServers(t *testing.T, node string, specs map[string][]string) {
+// given specs (JSON, see servers.js), waits until each says "ready", and
+// returns the port each spec's server listens on, by its id. The processes
+// end with t.
+func startRealServers(t *testing.T, node string, specs map[string][]string) map[string]int {
 	type proc struct {
-		cmd   *exec.Cmd
 		ready chan error
-		out   *strings.Builder
+		mu    sync.Mutex
+		out   strings.Builder // what it wrote to stderr
 	}
-	var procs []*proc
+	said := func(p *proc) string {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.out.String()
+	}
+	var (
+		mu    sync.Mutex
+		ports = make(map[string]int)
+		procs []*proc
+	)
 	for _, server := range slices.Sorted(maps.Keys(specs)) {
 		cmd := exec.Command(node, append([]string{"servers.js"}, specs[server]...)...)
 		cmd.Dir = realServersDir
@@ -397,11 +407,10 @@ func startRealServers(t *testing.T, node string, specs map[string][]string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &proc{cmd: cmd, ready: make(chan error, 1), out: new(strings.Builder)}
-		var outMu sync.Mutex
+		p := &proc{ready: make(chan error, 1)}
 		cmd.Stderr = writerFunc(func(b []byte) (int, error) {
-			outMu.Lock()
-			defer outMu.Unlock()
+			p.mu.Lock()
+			defer p.mu.Unlock()
 			return p.out.Write(b)
 		})
 		if err := cmd.Start(); err != nil {
@@ -409,19 +418,28 @@ func startRealServers(t *testing.T, node string, specs map[string][]string) {
 		}
 		exited := make(chan struct{})
 		go func() {
+			defer close(exited)
 			sc := bufio.NewScanner(stdout)
-			said := false
+			ready := false
 			for sc.Scan() {
-				if !said && sc.Text() == "ready" {
-					said = true
+				var (
+					id   string
+					port int
+				)
+				switch _, err := fmt.Sscanf(sc.Text(), "listening %s %d", &id, &port); {
+				case err == nil:
+					mu.Lock()
+					ports[id] = port
+					mu.Unlock()
+				case !ready && sc.Text() == "ready":
+					ready = true
 					p.ready <- nil
 				}
 			}
 			cmd.Wait()
-			if !said {
+			if !ready {
 				p.ready <- fmt.Errorf("servers.js (%s) exited before it was ready", server)
 			}
-			close(exited)
 		}()
 		t.Cleanup(func() {
 			stdin.Close()
@@ -439,12 +457,15 @@ func startRealServers(t *testing.T, node string, specs map[string][]string) {
 		select {
 		case err := <-p.ready:
 			if err != nil {
-				t.Fatalf("%v: %s", err, p.out.String())
+				t.Fatalf("%v: %s", err, said(p))
 			}
 		case <-deadline:
-			t.Fatalf("servers.js did not start within 30s: %s", p.out.String())
+			t.Fatalf("servers.js did not start within 30s: %s", said(p))
 		}
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	return maps.Clone(ports)
 }
 
 type writerFunc func([]byte) (int, error)
@@ -488,20 +509,28 @@ func TestInteropWithRealServers(t *testing.T) {
 	cases := realCases()
 	urls := make([][numRealClients]string, len(cases))
 	specs := make(map[string][]string)
+	id := func(i int, k realClient) string { return fmt.Sprintf("c%d-%d", i, k) }
 	for i, c := range cases {
 		for k := range numRealClients {
-			port := freeLoopbackPort(t)
-			urls[i][k] = fmt.Sprintf("http://127.0.0.1:%d/", port)
 			var redis string
 			if c.usesRedis() {
 				redis = fmt.Sprintf(`,"redis":%q`, rdb.Addr)
 			}
 			specs[c.server] = append(specs[c.server], fmt.Sprintf(
-				`{"port":%d,"server":%q,"mode":%q,"limit":%d,"windowMs":%d%s}`,
-				port, c.server, c.mode, c.limit, c.window.Milliseconds(), redis))
+				`{"id":%q,"server":%q,"mode":%q,"limit":%d,"windowMs":%d%s}`,
+				id(i, k), c.server, c.mode, c.limit, c.window.Milliseconds(), redis))
 		}
 	}
-	startRealServers(t, node, specs)
+	ports := startRealServers(t, node, specs)
+	for i := range cases {
+		for k := range numRealClients {
+			port, ok := ports[id(i, k)]
+			if !ok {
+				t.Fatalf("servers.js did not say where %s listens", id(i, k))
+			}
+			urls[i][k] = fmt.Sprintf("http://127.0.0.1:%d/", port)
+		}
+	}
 
 	// Ours first, all at once; then the references, all at once: a plain
 	// client that obeys a Retry-After of 0 sends thousands of requests a

@@ -1,9 +1,9 @@
 'use strict';
 // Real rate-limiting servers from outside Go, for the bench module's
 // TestInteropWithRealServers (realservers_test.go). Each argument is one
-// server to start on loopback, as JSON:
+// server to start on a free loopback port, as JSON:
 //
-//   {"port": 41234, "server": "express-rate-limit", "mode": "draft-8",
+//   {"id": "c3", "server": "express-rate-limit", "mode": "draft-8",
 //    "limit": 10, "windowMs": 1000}
 //
 // server is express-rate-limit, @fastify/rate-limit or koa-ratelimit; mode
@@ -12,9 +12,11 @@
 // its own store (in memory; for koa-ratelimit's Redis driver, keys of its
 // own on the redis-server at "redis", host:port), in front of a handler that
 // answers 200 "ok".
-// Once every server listens, the script prints "ready" on a line of its
-// own; it runs until it is killed, or until its standard input closes (so
-// a test that dies takes its servers with it).
+// Once every server listens, the script prints a line "listening ID PORT"
+// for each, then "ready"; it runs until it is killed, or until its
+// standard input closes (so a test that dies takes its servers with it).
+// The servers pick their own ports: a port a test found free may be taken
+// by the time a server binds it.
 
 const express = require('express');
 const { rateLimit } = require('express-rate-limit');
@@ -42,7 +44,7 @@ function startExpress(s) {
   app.use(rateLimit({ windowMs: s.windowMs, limit: s.limit, ...mode }));
   app.get('/', (_req, res) => res.type('text/plain').send('ok'));
   return new Promise((resolve, reject) => {
-    const srv = app.listen(s.port, '127.0.0.1', (err) => (err ? reject(err) : resolve(srv)));
+    const srv = app.listen(0, '127.0.0.1', (err) => (err ? reject(err) : resolve(srv.address().port)));
   });
 }
 
@@ -64,8 +66,8 @@ async function startFastify(s) {
   const app = Fastify({ logger: false });
   await app.register(fastifyRateLimit, { max: s.limit, timeWindow: s.windowMs, ...mode });
   app.get('/', async (_req, reply) => reply.type('text/plain').send('ok'));
-  await app.listen({ port: s.port, host: '127.0.0.1' });
-  return app;
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return app.server.address().port;
 }
 
 // koa-ratelimit: its memory driver (a fixed window per client from its
@@ -91,7 +93,7 @@ function koaStore(s, mode) {
   Redis ??= require('ioredis');
   const i = s.redis.lastIndexOf(':');
   const db = new Redis({ host: s.redis.slice(0, i), port: Number(s.redis.slice(i + 1)), lazyConnect: false });
-  return { db, namespace: `limit${s.port}` };
+  return { db, namespace: `limit-${s.id}` };
 }
 
 function startKoa(s) {
@@ -104,8 +106,8 @@ function startKoa(s) {
     ctx.body = 'ok';
   });
   return new Promise((resolve, reject) => {
-    const srv = app.listen(s.port, '127.0.0.1');
-    srv.once('listening', () => resolve(srv));
+    const srv = app.listen(0, '127.0.0.1');
+    srv.once('listening', () => resolve(srv.address().port));
     srv.once('error', reject);
   });
 }
@@ -121,12 +123,13 @@ async function main() {
   if (specs.length === 0) throw new Error('usage: node servers.js SPEC...');
   for (const s of specs) {
     if (!starters[s.server]) throw new Error(`no server ${s.server}`);
-    if (!(Number.isInteger(s.port) && s.port > 0 && Number.isInteger(s.limit) && s.limit > 0 &&
+    if (!(typeof s.id === 'string' && /^[\w-]+$/.test(s.id) && Number.isInteger(s.limit) && s.limit > 0 &&
         Number.isInteger(s.windowMs) && s.windowMs > 0)) {
       throw new Error(`bad spec ${JSON.stringify(s)}`);
     }
   }
-  await Promise.all(specs.map((s) => starters[s.server](s)));
+  const ports = await Promise.all(specs.map((s) => starters[s.server](s)));
+  specs.forEach((s, i) => process.stdout.write(`listening ${s.id} ${ports[i]}\n`));
   process.stdout.write('ready\n');
 }
 
