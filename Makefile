@@ -66,11 +66,18 @@ redis-server:
 		{ apt-get update -qq && apt-get install -y -qq redis-server; }
 
 # The bench module's interop tests run the Transport against a real nginx
-# (limit_req; Debian's nginx-light) and a real HAProxy (a stick table's
-# request rate). Installing them may start the distributions' own servers:
+# (limit_req; Debian's nginx-light), a real HAProxy (a stick table's
+# request rate) and real rate limiters from npm (express-rate-limit,
+# @fastify/rate-limit, koa-ratelimit: bench/realservers, installed with
+# npm ci from its lock file; Node.js and npm from Debian when the machine
+# has no node). Installing them may start the distributions' own servers:
 # the tests start their own on free loopback ports and never touch those.
 proxies:
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || \
 		{ apt-get update -qq && apt-get install -y -qq nginx-light; }
 	@command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy || \
 		{ apt-get update -qq && apt-get install -y -qq haproxy; }
+	@{ command -v node >/dev/null 2>&1 || command -v nodejs >/dev/null 2>&1; } && command -v npm >/dev/null 2>&1 || \
+		{ apt-get update -qq && apt-get install -y -qq nodejs npm; }
+	@test bench/realservers/node_modules/.package-lock.json -nt bench/realservers/package-lock.json || \
+		(cd bench/realservers && npm ci --no-audit --no-fund --loglevel=error)
