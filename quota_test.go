@@ -286,3 +286,47 @@ func TestRefills(t *testing.T) {
 		assert.Equal(t, tc.want, refills(tc.h, tc.qs), tc.name)
 	}
 }
+
+// TestSpan: the length of a window that starts at a client's first
+// request, learnt from the request that opened each window. Every window
+// bounds it; once the bounds are within spanDoubt, the shortest whole
+// number of seconds they allow is the guess, and a request that finds
+// the window open after the guess raises the lower bound past it.
+func TestSpan(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var p span
+	assert.Zero(t, p.guess(), "nothing known")
+	p.learn(true, true, at(0), time.Time{}, at(40)) // opens a window: sent 0, answered 40
+	assert.Zero(t, p.guess(), "no upper bound yet")
+	p.learn(false, false, at(500), time.Time{}, at(540)) // still open at 500: longer than 460
+	assert.Equal(t, 460*time.Millisecond, p.lo)
+	p.learn(true, true, at(2000), time.Time{}, at(2040)) // the next window: the first lasted at most 2040
+	assert.Equal(t, 2040*time.Millisecond, p.hi)
+	assert.Equal(t, time.Second, p.guess(), "the shortest whole second in (460ms, 2040ms]")
+	assert.Equal(t, at(3040), p.end(), "one length after the opener's answer")
+
+	// A request that finds the window open past the guess: not one second.
+	p.learn(false, false, at(3100), time.Time{}, at(3140))
+	assert.Equal(t, 1060*time.Millisecond, p.lo)
+	assert.Equal(t, 2*time.Second, p.guess())
+
+	// Bounds that cross (windows on the clock, not at a request) drop
+	// the upper bound: nothing is guessed until windows bound it again.
+	p.learn(true, true, at(3200), time.Time{}, at(3240)) // at most 1.24 s: still consistent
+	assert.Equal(t, 1240*time.Millisecond, p.hi)
+	p.learn(true, true, at(4000), time.Time{}, at(4040)) // at most 0.84 s, yet more than 1.06 s
+	assert.Zero(t, p.hi, "bounds that cross drop the upper bound")
+	assert.Zero(t, p.guess())
+}
+
+// TestSpanFromAResetInWholeSeconds: a reset in whole epoch seconds,
+// read as rounded up, bounds the first window's length at once.
+func TestSpanFromAResetInWholeSeconds(t *testing.T) {
+	var p span
+	p.learn(true, true, t0.Add(300*time.Millisecond), t0.Add(2*time.Second), t0.Add(320*time.Millisecond))
+	assert.Equal(t, 1700*time.Millisecond, p.hi, "the window ends by the reset")
+	assert.Equal(t, time.Second, p.guess())
+	assert.Equal(t, t0.Add(1320*time.Millisecond), p.end())
+	// A window 1.0004 s long, written to the millisecond as 1.000: a
+	// guess that gains less than spanGain is not acted on (quota.apply).
+}
