@@ -151,8 +151,15 @@ type Limit struct {
 // Binding returns the index of the limit that binds now, whose numbers the
 // legacy X-RateLimit-* triple and Retry-After carry: among the limits that
 // refused, a final one, else the one with the longest RetryAfter; when none
-// refused, the one with the least Remaining relative to its Quota (ties: the
-// longer Reset). It returns -1 for no limits.
+// refused, the one with the least Remaining, that is, the one that will
+// refuse first (ties: the one with the least left relative to its Quota,
+// then the longer Reset). It returns -1 for no limits.
+//
+// The least Remaining, not the least share of its Quota: 19 of 20 per
+// second left binds before 880 of 1000 per hour, and choosing by share would
+// have the triple jump between the two from one answer to the next while
+// neither is near refusing, which a client reading the triple as one quota
+// cannot make sense of.
 func Binding(ls []Limit) int {
 	best := -1
 	for i := range ls {
@@ -174,13 +181,12 @@ func binds(a, b *Limit) bool {
 		}
 		return a.RetryAfter > b.RetryAfter
 	}
-	// a.Remaining/a.Quota < b.Remaining/b.Quota, with a zero quota as
-	// nothing left.
-	l, r := max(a.Remaining, 0)*max(b.Quota, 1), max(b.Remaining, 0)*max(a.Quota, 1)
-	if a.Quota <= 0 || b.Quota <= 0 {
-		l, r = max(a.Remaining, 0), max(b.Remaining, 0)
+	ar, br := max(a.Remaining, 0), max(b.Remaining, 0)
+	if ar != br {
+		return ar < br
 	}
-	if l != r {
+	// ar/a.Quota < br/b.Quota, a zero quota as nothing left.
+	if l, r := ar*max(b.Quota, 1), br*max(a.Quota, 1); l != r {
 		return l < r
 	}
 	return a.Reset > b.Reset
@@ -194,7 +200,8 @@ func binds(a, b *Limit) bool {
 //     per limit, "name";r=..;t=.., as draft-ietf-httpapi-ratelimit-headers
 //     -10 and its editors' copy since define them.
 //   - Legacy: X-RateLimit-Limit, -Remaining and -Reset all describe one
-//     limit, the one Binding chooses: q, r and t (in whole seconds, rounded
+//     limit, the one Binding chooses (the one that refused, else the one
+//     with the least left): q, r and t (in whole seconds, rounded
 //     up; when it says no t, the window).
 //   - A refusal that some wait can cure gets Retry-After (whole seconds,
 //     rounded up, at least 1) and retry-after-ms (milliseconds, rounded
@@ -209,60 +216,98 @@ func WriteLimits(h http.Header, ls []Limit, s Style) {
 		return
 	}
 	b := &ls[bi]
-	if b.Refused && !b.Final {
+	retry := b.Refused && !b.Final
+
+	// Every value goes into one buffer and one string, sliced per field,
+	// and every field's []string shares one backing array.
+	var buf [512]byte
+	v := buf[:0]
+	var ends [7]int
+	if retry {
 		wait := max(b.RetryAfter, 0)
-		h["Retry-After"] = []string{strconv.FormatInt(max(ceilSeconds(wait), 1), 10)}
+		v = strconv.AppendInt(v, max(ceilSeconds(wait), 1), 10)
+		ends[0] = len(v)
 		ms := wait / time.Millisecond
 		if wait%time.Millisecond != 0 {
 			ms++
 		}
-		h["Retry-After-Ms"] = []string{strconv.FormatInt(int64(max(ms, 1)), 10)}
+		v = strconv.AppendInt(v, int64(max(ms, 1)), 10)
 	}
+	ends[1] = len(v)
 	if s&Legacy != 0 {
 		reset := b.Reset
 		if reset < 0 {
 			reset = b.Window
 		}
-		if b.Refused && !b.Final {
+		if retry {
 			reset = max(reset, b.RetryAfter)
 		}
-		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(max(b.Quota, 0), 10)}
-		h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(max(b.Remaining, 0), 10)}
-		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(ceilSeconds(reset), 10)}
+		v = strconv.AppendInt(v, max(b.Quota, 0), 10)
+		ends[2] = len(v)
+		v = strconv.AppendInt(v, max(b.Remaining, 0), 10)
+		ends[3] = len(v)
+		v = strconv.AppendInt(v, ceilSeconds(reset), 10)
 	}
+	ends[4] = len(v)
 	if s&IETF != 0 {
-		var pol, rl []byte
 		for i := range ls {
 			l := &ls[i]
 			if i > 0 {
-				pol = append(pol, ", "...)
-				rl = append(rl, ", "...)
+				v = append(v, ", "...)
 			}
-			pol = appendName(pol, l.Name)
-			pol = append(pol, ";q="...)
-			pol = strconv.AppendInt(pol, max(l.Quota, 0), 10)
+			v = appendName(v, l.Name)
+			v = append(v, ";q="...)
+			v = strconv.AppendInt(v, max(l.Quota, 0), 10)
 			if l.Unit != "" {
-				pol = append(pol, ";qu="...)
-				pol = appendName(pol, l.Unit)
+				v = append(v, ";qu="...)
+				v = appendName(v, l.Unit)
 			}
 			if l.Window > 0 {
-				pol = append(pol, ";w="...)
-				pol = strconv.AppendInt(pol, ceilSeconds(l.Window), 10)
+				v = append(v, ";w="...)
+				v = strconv.AppendInt(v, ceilSeconds(l.Window), 10)
 			}
-			rl = appendName(rl, l.Name)
-			rl = append(rl, ";r="...)
-			rl = strconv.AppendInt(rl, max(l.Remaining, 0), 10)
+		}
+		ends[5] = len(v)
+		for i := range ls {
+			l := &ls[i]
+			if i > 0 {
+				v = append(v, ", "...)
+			}
+			v = appendName(v, l.Name)
+			v = append(v, ";r="...)
+			v = strconv.AppendInt(v, max(l.Remaining, 0), 10)
 			t := l.Reset
 			if l.Refused && !l.Final {
 				t = max(t, l.RetryAfter) // Retry-After is never before t
 			}
 			if t >= 0 {
-				rl = append(rl, ";t="...)
-				rl = strconv.AppendInt(rl, ceilSeconds(t), 10)
+				v = append(v, ";t="...)
+				v = strconv.AppendInt(v, ceilSeconds(t), 10)
 			}
 		}
-		h["Ratelimit-Policy"] = []string{string(pol)}
-		h["Ratelimit"] = []string{string(rl)}
+		ends[6] = len(v)
+	}
+	all := string(v)
+
+	var vals [7]string
+	i := 0
+	set := func(key, val string) {
+		vals[i] = val
+		h[key] = vals[i : i+1 : i+1]
+		i++
+	}
+	if retry {
+		set("Retry-After", all[:ends[0]])
+		set("Retry-After-Ms", all[ends[0]:ends[1]])
+	}
+	if s&Legacy != 0 {
+		set("X-Ratelimit-Limit", all[ends[1]:ends[2]])
+		set("X-Ratelimit-Remaining", all[ends[2]:ends[3]])
+		set("X-Ratelimit-Reset", all[ends[3]:ends[4]])
+	}
+	if s&IETF != 0 {
+		set("Ratelimit-Policy", all[ends[4]:ends[5]])
+		set("Ratelimit", all[ends[5]:ends[6]])
 	}
 }
 
