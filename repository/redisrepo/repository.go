@@ -38,7 +38,9 @@ const maxExact = 1 << 51
 // the package documentation. It implements repository.Repository and
 // repository.Admin and is safe for concurrent use.
 type Repository struct {
-	client redis.UniversalClient
+	client redis.UniversalClient // the caller's
+	rc     redis.UniversalClient // the round trips': client, or our own that honours deadlines
+	own    bool                  // rc is ours, closed with the repository
 	cfg    config
 	limits []limit
 	script *redis.Script
@@ -103,6 +105,8 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 	for _, o := range opts {
 		o(&r.cfg)
 	}
+	var direct bool
+	r.rc, r.own, direct = deadlineClient(client)
 	codes := make([]string, len(specs))
 	for i, s := range specs {
 		l, err := newLimit(s, r.cfg.lease)
@@ -137,6 +141,7 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		Name:        "redisrepo",
 		MaxRequests: 1,
 		Timeout:     r.cfg.cooldown,
+		IsExcluded:  func(err error) bool { return errors.Is(err, context.Canceled) },
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(r.cfg.failures) },
 		OnStateChange: func(_ string, _, to gobreaker.State) {
 			r.observe(Event{Kind: EventBreaker, State: to.String()})
@@ -152,7 +157,7 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 			return nil, err
 		}
 	}
-	r.b = newBatcher(r)
+	r.b = newBatcher(r, direct)
 	if r.q != nil {
 		r.wg.Add(1)
 		go r.q.run()
@@ -652,8 +657,10 @@ func (r *Repository) Reset(ctx context.Context, key string) error {
 		r.q.forget(key)
 		keys = append(keys, r.q.key(key))
 	}
-	if err := r.client.Del(ctx, keys...).Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
+	defer cancel()
+	if err := r.rc.Del(ctx, keys...).Err(); err != nil {
+		return unavailable(err, r.cfg.timeout)
 	}
 	return nil
 }
@@ -669,6 +676,9 @@ func (r *Repository) Close() error {
 		r.b.close()
 		if r.local != nil {
 			r.local.Close()
+		}
+		if r.own {
+			r.rc.Close()
 		}
 	})
 	return nil
