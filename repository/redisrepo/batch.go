@@ -256,6 +256,7 @@ func hashTag(key string) string {
 // timeout, through the circuit breaker.
 func (b *batcher) exec(parent context.Context, batch []*call) {
 	r := b.r
+	begin := time.Now()
 	ctx, cancel := context.WithTimeout(parent, r.cfg.timeout)
 	defer cancel()
 	_, err := r.cb.Execute(func() (struct{}, error) {
@@ -310,7 +311,7 @@ func (b *batcher) exec(parent context.Context, batch []*call) {
 		case err != nil && (errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)):
 			c.res, c.err = nil, unavailable(err, 0)
 		case c.err != nil && !ours(c.err):
-			c.res, c.err = nil, unavailable(c.err, r.cfg.timeout)
+			c.res, c.err = nil, unavailable(r.dials.cause(c.err, begin), r.cfg.timeout)
 		}
 		if c.done != nil {
 			close(c.done)

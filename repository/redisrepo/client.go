@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,26 +28,69 @@ import (
 // pool of its own. Hooks added to c do not see its commands. ok is false
 // for a client of another kind: its round trips are then bounded by the
 // caller's wait only (see batcher.do).
-func deadlineClient(c redis.UniversalClient) (rc redis.UniversalClient, own, ok bool) {
+func deadlineClient(c redis.UniversalClient) (rc redis.UniversalClient, w *dialWatch, own, ok bool) {
 	switch c := c.(type) {
 	case *redis.Client:
 		o := c.Options()
 		if o.ContextTimeoutEnabled {
-			return c, false, true
+			return c, nil, false, true
 		}
 		cp := *o
 		cp.ContextTimeoutEnabled = true
-		return redis.NewClient(&cp), true, true
+		nc := redis.NewClient(&cp)
+		w = &dialWatch{}
+		nc.AddHook(w)
+		return nc, w, true, true
 	case *redis.ClusterClient:
 		o := c.Options()
 		if o.ContextTimeoutEnabled {
-			return c, false, true
+			return c, nil, false, true
 		}
 		cp := *o
 		cp.ContextTimeoutEnabled = true
-		return redis.NewClusterClient(&cp), true, true
+		return redis.NewClusterClient(&cp), nil, true, true
 	}
-	return c, false, false
+	return c, nil, false, false
+}
+
+// dialWatch remembers the last failed dial of a client of ours: go-redis
+// retries a refused connection until the deadline and then reports the
+// deadline, not the refusal.
+type dialWatch struct{ last atomic.Pointer[dialFailure] }
+
+type dialFailure struct {
+	err error
+	at  time.Time
+}
+
+func (w *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			w.last.Store(&dialFailure{err, time.Now()})
+		} else {
+			w.last.Store(nil)
+		}
+		return c, err
+	}
+}
+
+func (w *dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (w *dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// cause is err, a round trip begun at begin that failed, or, when err is
+// its deadline and a dial failed since begin, the dial's failure.
+func (w *dialWatch) cause(err error, begin time.Time) error {
+	if w == nil || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if f := w.last.Load(); f != nil && !f.at.Before(begin) {
+		return f.err
+	}
+	return err
 }
 
 // unavailableError is a failure to reach Redis, or an error Redis answered
@@ -94,8 +138,6 @@ func describe(err error, d time.Duration) string {
 		return "circuit breaker open"
 	case errors.Is(err, gobreaker.ErrTooManyRequests):
 		return "circuit breaker half-open, its trial in flight"
-	case errors.Is(err, errLeaseExpired):
-		return fmt.Sprintf("lease of %v expired", d)
 	case errors.Is(err, errNoReply), errors.Is(err, context.DeadlineExceeded),
 		errors.As(err, &nerr) && nerr.Timeout():
 		if d > 0 {

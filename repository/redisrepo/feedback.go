@@ -37,6 +37,7 @@ import (
 type FeedbackStore struct {
 	client  redis.UniversalClient // deadlineClient(the caller's)
 	own     bool                  // client is ours, closed with the store
+	dials   *dialWatch            // its failed dials, when it is ours
 	prefix  string
 	channel string
 	pauses  string
@@ -59,8 +60,8 @@ func NewFeedbackStore(client redis.UniversalClient, opts ...Option) *FeedbackSto
 	for _, o := range opts {
 		o(&cfg)
 	}
-	rc, own, _ := deadlineClient(client)
-	return &FeedbackStore{client: rc, own: own, prefix: cfg.prefix, channel: cfg.prefix + "feedback",
+	rc, dials, own, _ := deadlineClient(client)
+	return &FeedbackStore{client: rc, own: own, dials: dials, prefix: cfg.prefix, channel: cfg.prefix + "feedback",
 		pauses: cfg.prefix + "pauses", timeout: cfg.timeout, subs: make(map[int]func(throttle.Notice))}
 }
 
@@ -70,7 +71,12 @@ func (s *FeedbackStore) bound(ctx context.Context) (context.Context, context.Can
 }
 
 // unavailable marks a Redis failure as ErrUnavailable, saying what it was.
-func (s *FeedbackStore) unavailable(err error) error { return unavailable(err, s.timeout) }
+func (s *FeedbackStore) unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unavailable(s.dials.cause(err, time.Now().Add(-s.timeout)), s.timeout)
+}
 
 // key names the Redis key of what kind says of partition, hash-tagged on
 // the partition.

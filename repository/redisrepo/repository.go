@@ -41,6 +41,7 @@ type Repository struct {
 	client redis.UniversalClient // the caller's
 	rc     redis.UniversalClient // the round trips': client, or our own that honours deadlines
 	own    bool                  // rc is ours, closed with the repository
+	dials  *dialWatch            // rc's failed dials, when it is ours
 	cfg    config
 	limits []limit
 	script *redis.Script
@@ -106,7 +107,7 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		o(&r.cfg)
 	}
 	var direct bool
-	r.rc, r.own, direct = deadlineClient(client)
+	r.rc, r.dials, r.own, direct = deadlineClient(client)
 	codes := make([]string, len(specs))
 	for i, s := range specs {
 		l, err := newLimit(s, r.cfg.lease)

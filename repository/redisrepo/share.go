@@ -2,7 +2,6 @@ package redisrepo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -228,13 +227,10 @@ func (q *quota) swap(l *lease, g *grant) {
 	}
 }
 
-// errLeaseExpired: a lease's life passed on our clock with no renewal
-// answered.
-var errLeaseExpired = errors.New("lease expired: no renewal answered")
-
 // expired reports whether g's lease has ended on our clock: Redis gives
 // its share to the others from then on, whether or not a renewal is in
-// flight.
+// flight, so the process has no share until a renewal answers (or, if it
+// fails, the fail mode decides).
 func (q *quota) expired(g *grant) bool { return time.Since(q.base) >= time.Duration(g.until.Load()) }
 
 // tryAcquire decides locally, within this process's share of key.
@@ -248,9 +244,7 @@ func (q *quota) tryAcquire(ctx context.Context, key string, n int) (limiters.Dec
 	switch {
 	case g.err != nil:
 		return q.r.failTry(ctx, key, n, g.err)
-	case q.expired(g):
-		return q.r.failTry(ctx, key, n, unavailable(errLeaseExpired, q.ttl))
-	case g.lim == nil:
+	case g.lim == nil || q.expired(g):
 		return limiters.Decision{Limit: q.spec.Limit, RetryAfter: q.refresh}, nil
 	}
 	return g.lim.TryAcquire(n), nil
@@ -272,11 +266,8 @@ func (q *quota) acquire(ctx context.Context, key string, n int) error {
 		if g.err != nil {
 			return q.r.failAcquire(ctx, key, n, g.err)
 		}
-		if q.expired(g) {
-			return q.r.failAcquire(ctx, key, n, unavailable(errLeaseExpired, q.ttl))
-		}
 		wait := q.refresh
-		if g.lim != nil {
+		if g.lim != nil && !q.expired(g) {
 			d := g.lim.TryAcquire(n)
 			if d.Allowed {
 				return nil
