@@ -30,6 +30,14 @@ var ErrForeignValue = errors.New("redisrepo: foreign value at key")
 // entry per grant, so its memory is O(limit) per key.
 const maxLogLimit = 100_000
 
+// maxWindow (in µs, about 50 days) and maxWindowLimit bound the window
+// algorithms' specs: the sliding window's products of a count and a
+// duration are kept exact in two limbs under them (see luaWide).
+const (
+	maxWindow      = 1<<42 - 1
+	maxWindowLimit = 1<<31 - 1
+)
+
 // maxExact is the bound under which the scripts' products stay exact in
 // Lua's doubles (2^53), with headroom.
 const maxExact = 1 << 51
@@ -201,8 +209,11 @@ func newLimit(s limiters.Spec, lease time.Duration) (limit, error) {
 			return l, fmt.Errorf("redisrepo: spec window: must be a whole number of microseconds, got %v", s.Window)
 		}
 		w := int64(s.Window / time.Microsecond)
-		if w > maxExact/int64(s.Limit)/2 {
-			return l, fmt.Errorf("redisrepo: spec limit: %d per %v is too large for exact arithmetic", s.Limit, s.Window)
+		if w > maxWindow {
+			return l, fmt.Errorf("redisrepo: spec window: at most %v on Redis (exact arithmetic in Lua's doubles), got %v", time.Duration(maxWindow)*time.Microsecond, s.Window)
+		}
+		if int64(s.Limit) > maxWindowLimit {
+			return l, fmt.Errorf("redisrepo: spec limit: at most %d on Redis (exact arithmetic in Lua's doubles), got %d", maxWindowLimit, s.Limit)
 		}
 		if s.Algorithm == limiters.AlgSlidingLog && s.Limit > maxLogLimit {
 			return l, fmt.Errorf("redisrepo: spec limit: a sliding log keeps one entry per grant, at most %d; use sliding_window for %d", maxLogLimit, s.Limit)
