@@ -22,7 +22,7 @@ import (
 // latency beyond the round trip already in flight.
 type batcher struct {
 	r       *Repository
-	direct  bool // the client honours contexts: an idle batcher lets a caller send its own call
+	direct  bool // the client ends round trips at their deadline: an idle batcher lets a caller send its own call
 	cluster bool // keys of one command must share a hash tag
 	mu      sync.Mutex
 	pending []*call
@@ -42,33 +42,19 @@ type call struct {
 	done   chan struct{}
 }
 
-func newBatcher(r *Repository) *batcher {
-	_, single := r.client.(*redis.Client)
-	b := &batcher{r: r, direct: honoursContexts(r.client), cluster: !single, kick: make(chan struct{}, 1), done: make(chan struct{})}
+func newBatcher(r *Repository, direct bool) *batcher {
+	_, single := r.rc.(*redis.Client)
+	b := &batcher{r: r, direct: direct, cluster: !single, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go b.run()
 	return b
 }
 
-// honoursContexts reports whether client bounds socket reads by the
-// context's deadline (go-redis's ContextTimeoutEnabled), so that a caller
-// may make a round trip on its own goroutine without outliving its ctx.
-func honoursContexts(client redis.UniversalClient) bool {
-	switch c := client.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return false
-}
-
 // alone sends a call on the caller's goroutine when nothing is in flight
 // (the common case at low concurrency, saving a hand-off to the sender),
-// bounded by the round-trip timeout, which the client enforces. Only a ctx
-// that can never be cancelled may take this path: go-redis bounds a read by
-// a context's deadline but does not notice its cancellation, while a caller
-// waiting for the sender returns the moment its ctx is done. It returns nil
-// when a round trip is in flight: the call must queue.
+// bounded by ctx's deadline and the round-trip timeout, which the client
+// enforces on its socket (see deadlineClient). A cancellation of ctx without a
+// deadline is noticed when the round trip ends, at most the timeout later.
+// It returns nil when a round trip is in flight: the call must queue.
 func (b *batcher) alone(ctx context.Context, script *redis.Script, fast *fast, keys []string, args []any) *call {
 	b.mu.Lock()
 	if b.busy || b.closed {
@@ -90,17 +76,17 @@ func (b *batcher) alone(ctx context.Context, script *redis.Script, fast *fast, k
 }
 
 // do runs script (or fast, if not nil, when the call goes alone) with keys
-// and args and waits for its result or ctx.
+// and args and waits for its result, at most until ctx's deadline or the
+// round-trip timeout, whichever comes first, whatever the client's
+// settings: a late answer is a failure (ErrUnavailable, "timeout").
 // A call abandoned by its ctx may still run: a rate limit may then count
 // it, and a concurrency lease it took expires (nobody renews it).
-//
-// The wait is also bounded by the round-trip timeout, whatever the client
-// does with contexts (go-redis ignores them on sockets unless the client
-// sets ContextTimeoutEnabled; its ReadTimeout, 3s by default, then ends a
-// round trip to a Redis that stopped answering).
 func (b *batcher) do(ctx context.Context, script *redis.Script, fast *fast, keys []string, args []any) (any, error) {
-	if b.direct && ctx.Done() == nil {
+	if b.direct {
 		if c := b.alone(ctx, script, fast, keys, args); c != nil {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			return c.res, c.err
 		}
 	}
@@ -113,7 +99,7 @@ func (b *batcher) do(ctx context.Context, script *redis.Script, fast *fast, keys
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-t.C:
-		return nil, fmt.Errorf("%w: no reply within %v", ErrUnavailable, b.r.cfg.timeout)
+		return nil, unavailable(errNoReply, b.r.cfg.timeout)
 	}
 }
 
@@ -270,6 +256,7 @@ func hashTag(key string) string {
 // timeout, through the circuit breaker.
 func (b *batcher) exec(parent context.Context, batch []*call) {
 	r := b.r
+	begin := time.Now()
 	ctx, cancel := context.WithTimeout(parent, r.cfg.timeout)
 	defer cancel()
 	_, err := r.cb.Execute(func() (struct{}, error) {
@@ -277,9 +264,9 @@ func (b *batcher) exec(parent context.Context, batch []*call) {
 		cmds := make([]*redis.Cmd, len(groups))
 		if len(groups) == 1 {
 			g := groups[0]
-			cmds[0] = g.script.EvalSha(ctx, r.client, g.keys, g.args...)
+			cmds[0] = g.script.EvalSha(ctx, r.rc, g.keys, g.args...)
 		} else {
-			pipe := r.client.Pipeline()
+			pipe := r.rc.Pipeline()
 			for i, g := range groups {
 				cmds[i] = g.script.EvalSha(ctx, pipe, g.keys, g.args...)
 			}
@@ -289,7 +276,7 @@ func (b *batcher) exec(parent context.Context, batch []*call) {
 		for i, g := range groups {
 			res, err := cmds[i].Result()
 			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				res, err = g.script.Run(ctx, r.client, g.keys, g.args...).Result()
+				res, err = g.script.Run(ctx, r.rc, g.keys, g.args...).Result()
 			}
 			if err != nil && !ours(err) {
 				failed = err
@@ -322,9 +309,9 @@ func (b *batcher) exec(parent context.Context, batch []*call) {
 	for _, c := range batch {
 		switch {
 		case err != nil && (errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)):
-			c.res, c.err = nil, fmt.Errorf("%w: circuit breaker: %w", ErrUnavailable, err)
+			c.res, c.err = nil, unavailable(err, 0)
 		case c.err != nil && !ours(c.err):
-			c.res, c.err = nil, fmt.Errorf("%w: %w", ErrUnavailable, c.err)
+			c.res, c.err = nil, unavailable(r.dials.cause(c.err, begin), r.cfg.timeout)
 		}
 		if c.done != nil {
 			close(c.done)

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/throttlekit/throttle/internal/redistest"
 	"github.com/throttlekit/throttle/limiters"
 )
@@ -81,67 +83,112 @@ func TestDifferential(t *testing.T) {
 	for i, spec := range cases {
 		for seed := range uint64(4) {
 			t.Run(fmt.Sprintf("%s/%d/seed%d", spec.Algorithm, i, seed), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(seed, uint64(i)))
-				trace := make([]step, 250)
-				held := 0
-				for j := range trace {
-					st := step{dt: time.Duration(rng.Int64N(int64(maxStep(spec)))) / time.Microsecond * time.Microsecond}
-					if spec.Algorithm == limiters.AlgConcurrency && held > 0 && rng.IntN(3) == 0 {
-						st.rel = 1 + rng.IntN(held)
-						held -= st.rel
-					} else {
-						st.n = rng.IntN(min(spec.Limit, 3) + 1)
-					}
-					trace[j] = st
-				}
-				// The trace spans about 50s of script time: leases must outlive it.
-				r := newRepo(t, c, spec, WithPrefix(fmt.Sprintf("diff%d.%d:", i, seed)), WithPermitLease(time.Hour))
-				var now time.Duration
-				r.SetClock(func() int64 { return bubbleEpoch.Add(now).UnixMicro() })
-				got := make([]limiters.Decision, len(trace))
-				for j, st := range trace {
-					now += st.dt
-					if st.rel > 0 {
-						if err := r.Release(ctxT(t), "k", st.rel); err != nil {
-							t.Fatal(err)
-						}
-						continue
-					}
-					d, err := r.TryAcquire(ctxT(t), "k", st.n)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if d.Allowed && spec.Algorithm == limiters.AlgConcurrency {
-						held += st.n
-					}
-					got[j] = d
-				}
-				mustExercise(t, trace, got)
-				var want []limiters.Decision
-				synctest.Test(t, func(t *testing.T) {
-					lim, err := spec.New()
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer lim.Close()
-					want = make([]limiters.Decision, len(trace))
-					for j, st := range trace {
-						time.Sleep(st.dt)
-						if st.rel > 0 {
-							lim.Release(st.rel)
-							continue
-						}
-						d := lim.TryAcquire(st.n)
-						d.ResetAfter, d.RetryAfter = ceilUS(d.ResetAfter), ceilUS(d.RetryAfter)
-						want[j] = d
-					}
-				})
-				for j := range trace {
-					if got[j] != want[j] {
-						t.Fatalf("step %d (%+v): redis %+v, local %+v", j, trace[j], got[j], want[j])
-					}
-				}
+				differential(t, c, spec, fmt.Sprintf("diff%d.%d:", i, seed), rand.New(rand.NewPCG(seed, uint64(i))), false, 1)
 			})
+		}
+	}
+}
+
+// TestDifferentialLarge: day and hour quotas of ordinary (and large)
+// sizes, up to 10^9 over 31 days, work on Redis and decide exactly as the
+// local limiter on random traces, through the main script and the fast
+// one.
+func TestDifferentialLarge(t *testing.T) {
+	s := redistest.Start(t)
+	c := newClient(t, s)
+	const day = 24 * time.Hour
+	cases := []limiters.Spec{
+		{Algorithm: limiters.AlgFixedWindow, Limit: 1_000_000, Window: time.Hour},
+		{Algorithm: limiters.AlgFixedWindow, Limit: 100_000, Window: day},
+		{Algorithm: limiters.AlgFixedWindow, Limit: 1_000_000_000, Window: 31 * day},
+		{Algorithm: limiters.AlgSlidingWindow, Limit: 1_000_000, Window: time.Hour},
+		{Algorithm: limiters.AlgSlidingWindow, Limit: 100_000, Window: day},
+		{Algorithm: limiters.AlgSlidingWindow, Limit: 1_000_000_000, Window: 31 * day},
+		{Algorithm: limiters.AlgSlidingWindow, Limit: 999_999_937, Window: 31*day - 7*time.Microsecond},
+		{Algorithm: limiters.AlgSlidingLog, Limit: 100_000, Window: day},
+		{Algorithm: limiters.AlgGCRA, Limit: 100_000, Rate: limiters.Rate{N: 100_000, Per: day}},
+		{Algorithm: limiters.AlgTokenBucket, Limit: 1_000_000, Rate: limiters.Rate{N: 1_000_000, Per: time.Hour}},
+		{Algorithm: limiters.AlgGCRA, Limit: 1_000_000_000, Rate: limiters.Rate{N: 1_000_000, Per: time.Second}},
+		{Algorithm: limiters.AlgGCRA, Limit: 10, Rate: limiters.Rate{N: 1, Per: 31 * day}},
+	}
+	for i, spec := range cases {
+		for _, main := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/%d/%v/main=%v", spec.Algorithm, spec.Limit, spec.Window+spec.Rate.Per, main), func(t *testing.T) {
+				differential(t, c, spec, fmt.Sprintf("large%d.%v:", i, main), rand.New(rand.NewPCG(uint64(i), 7)), main, 5)
+			})
+		}
+	}
+}
+
+// differential runs a random trace of spec through the script (the main
+// one, not the fast one, if main) and the local limiter, and requires
+// identical decisions; steps last up to maxStep(spec)/div.
+func differential(t *testing.T, c *redis.Client, spec limiters.Spec, prefix string, rng *rand.Rand, main bool, div int64) {
+	trace := make([]step, 250)
+	held := 0
+	// permits per call: up to 3, or, for a large limit, up to a third of it
+	maxN := min(spec.Limit, 3)
+	if spec.Limit > 100 {
+		maxN = spec.Limit / 3
+	}
+	for j := range trace {
+		st := step{dt: time.Duration(rng.Int64N(int64(maxStep(spec))/div)) / time.Microsecond * time.Microsecond}
+		if spec.Algorithm == limiters.AlgConcurrency && held > 0 && rng.IntN(3) == 0 {
+			st.rel = 1 + rng.IntN(held)
+			held -= st.rel
+		} else {
+			st.n = rng.IntN(maxN + 1)
+		}
+		trace[j] = st
+	}
+	// The trace spans about 50s of script time: leases must outlive it.
+	r := newRepo(t, c, spec, WithPrefix(prefix), WithPermitLease(time.Hour))
+	if main {
+		r.fast = nil
+	}
+	var now time.Duration
+	r.SetClock(func() int64 { return bubbleEpoch.Add(now).UnixMicro() })
+	got := make([]limiters.Decision, len(trace))
+	for j, st := range trace {
+		now += st.dt
+		if st.rel > 0 {
+			if err := r.Release(ctxT(t), "k", st.rel); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		d, err := r.TryAcquire(ctxT(t), "k", st.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed && spec.Algorithm == limiters.AlgConcurrency {
+			held += st.n
+		}
+		got[j] = d
+	}
+	mustExercise(t, trace, got)
+	var want []limiters.Decision
+	synctest.Test(t, func(t *testing.T) {
+		lim, err := spec.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lim.Close()
+		want = make([]limiters.Decision, len(trace))
+		for j, st := range trace {
+			time.Sleep(st.dt)
+			if st.rel > 0 {
+				lim.Release(st.rel)
+				continue
+			}
+			d := lim.TryAcquire(st.n)
+			d.ResetAfter, d.RetryAfter = ceilUS(d.ResetAfter), ceilUS(d.RetryAfter)
+			want[j] = d
+		}
+	})
+	for j := range trace {
+		if got[j] != want[j] {
+			t.Fatalf("step %d (%+v): redis %+v, local %+v", j, trace[j], got[j], want[j])
 		}
 	}
 }

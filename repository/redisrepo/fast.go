@@ -16,7 +16,7 @@ import "github.com/redis/go-redis/v9"
 // batch takes one key per call and '*', the two fields, then op, n and
 // clock per call; its reply has one element per call, a Decision or the
 // call's error as a string. Every call of a batch shares one TIME.
-const luaFastHead = `
+const luaFastHead = luaWide + `
 local function idiv(a, b)
   local q = math.floor(a / b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
@@ -104,12 +104,12 @@ const luaFastSliding = luaFastHead + `
   local function due(prev, curr)
     local room = lim - curr - want
     if room < 0 then return -1 end
-    if prev == 0 then return 0 end
-    return math.max(win - idiv(room * win, prev), 0)
+    if prev == 0 or room >= prev then return 0 end
+    return math.max(win - muldiv(room, win, prev), 0)
   end
   local e = t - st
   local allowed, retry = 0, 0
-  if c + want <= lim and p * (win - e) <= (lim - c - want) * win then
+  if c + want <= lim and mulle(p, win - e, lim - c - want, win) then
     allowed = 1
   else
     local d = due(p, c)
@@ -122,9 +122,8 @@ const luaFastSliding = luaFastHead + `
     save(k, string.format('%.0f:%.0f:%.0f', st, p, c), reset, slack)
   elseif c > 0 then reset = st + 2 * win - t
   elseif p > 0 then reset = st + win - t end
-  local x = p * (win - e)
-  local used = idiv(x, win)
-  if used * win < x then used = used + 1 end
+  local used = muldiv(p, win - e, win)
+  if not mulle(p, win - e, used, win) then used = used + 1 end
   return {allowed, lim, math.max(lim - c - used, 0), reset, retry}
 ` + luaFastTail
 

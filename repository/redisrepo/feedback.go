@@ -24,13 +24,24 @@ import (
 // PX); a shared quota is a hash per partition, claimed and settled by one
 // script each, one round trip per call, with time from Redis TIME. Every
 // key has a TTL. Only partitions whose servers said something are ever
-// written. A Transport that joins during a pause hears of the next one.
+// written. The pauses in force are also kept in a sorted set (prefix +
+// "pauses", the partition scored by the pause's end in ms), so that a
+// Transport that joins during a pause (a new replica of the fleet) hears
+// of it when it subscribes, before its first request.
+//
+// Every call ends within the store's timeout (WithTimeout, 1s by default)
+// or its context's deadline, whatever the client's settings (see New); a
+// late answer is an error wrapping ErrUnavailable.
 //
 // Close stops the subscription. A FeedbackStore is safe for concurrent use.
 type FeedbackStore struct {
-	client  redis.UniversalClient
+	client  redis.UniversalClient // deadlineClient(the caller's)
+	own     bool                  // client is ours, closed with the store
+	dials   *dialWatch            // its failed dials, when it is ours
 	prefix  string
 	channel string
+	pauses  string
+	timeout time.Duration
 
 	mu     sync.Mutex
 	subs   map[int]func(throttle.Notice)
@@ -43,14 +54,28 @@ type FeedbackStore struct {
 var _ throttle.FeedbackStore = (*FeedbackStore)(nil)
 
 // NewFeedbackStore returns a FeedbackStore on client. Of the options, only
-// WithPrefix applies.
+// WithPrefix and WithTimeout apply.
 func NewFeedbackStore(client redis.UniversalClient, opts ...Option) *FeedbackStore {
 	cfg := defaults()
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &FeedbackStore{client: client, prefix: cfg.prefix, channel: cfg.prefix + "feedback",
-		subs: make(map[int]func(throttle.Notice))}
+	rc, dials, own, _ := deadlineClient(client)
+	return &FeedbackStore{client: rc, own: own, dials: dials, prefix: cfg.prefix, channel: cfg.prefix + "feedback",
+		pauses: cfg.prefix + "pauses", timeout: cfg.timeout, subs: make(map[int]func(throttle.Notice))}
+}
+
+// bound is ctx bounded by the store's timeout.
+func (s *FeedbackStore) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// unavailable marks a Redis failure as ErrUnavailable, saying what it was.
+func (s *FeedbackStore) unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unavailable(s.dials.cause(err, time.Now().Add(-s.timeout)), s.timeout)
 }
 
 // key names the Redis key of what kind says of partition, hash-tagged on
@@ -88,10 +113,48 @@ func (s *FeedbackStore) Resume(ctx context.Context, key, id string) error {
 	return s.notify(ctx, key, id, 0)
 }
 
+// notify records a pause (until, in ns, not 0) or a resumption in the set
+// of pauses in force, then publishes it: a subscriber reads the set after
+// its subscription is confirmed, so it misses neither.
 func (s *FeedbackStore) notify(ctx context.Context, key, id string, until int64) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	msg := strconv.FormatInt(until, 10) + " " + key
-	return unavailable(notify.Run(ctx, s.client, []string{s.key(key, "probe")}, id, msg, s.channel,
-		until/int64(time.Millisecond)).Err())
+	ms := (until + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+	if until != 0 {
+		_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.ZRemRangeByScore(ctx, s.pauses, "-inf", "("+strconv.FormatInt(time.Now().UnixMilli(), 10))
+			p.ZAdd(ctx, s.pauses, redis.Z{Score: float64(ms), Member: key})
+			p.PExpire(ctx, s.pauses, time.Duration(feedbackTTL)*time.Millisecond)
+			return nil
+		})
+		if err != nil {
+			return s.unavailable(err)
+		}
+	} else if err := s.client.ZRem(ctx, s.pauses, key).Err(); err != nil {
+		return s.unavailable(err)
+	}
+	return s.unavailable(notify.Run(ctx, s.client, []string{s.key(key, "probe")}, id, msg, s.channel, ms).Err())
+}
+
+// inForce returns the pauses in force now.
+func (s *FeedbackStore) inForce(ctx context.Context) ([]throttle.Notice, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	now := time.Now()
+	zs, err := s.client.ZRangeByScoreWithScores(ctx, s.pauses, &redis.ZRangeBy{
+		Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, s.unavailable(err)
+	}
+	ns := make([]throttle.Notice, 0, len(zs))
+	for _, z := range zs {
+		key, ok := z.Member.(string)
+		if ok && z.Score > 0 && z.Score < 1e15 {
+			ns = append(ns, throttle.Notice{Key: key, Until: time.UnixMilli(int64(z.Score))})
+		}
+	}
+	return ns, nil
 }
 
 // probe takes the lease KEYS[1] for ARGV[1] for ARGV[2] ms unless another
@@ -104,9 +167,11 @@ return 0`)
 
 // Probe implements throttle.FeedbackStore.
 func (s *FeedbackStore) Probe(ctx context.Context, key, id string, lease time.Duration) (time.Time, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	ms, err := probe.Run(ctx, s.client, []string{s.key(key, "probe")}, id, max(lease.Milliseconds(), 1)).Int64()
 	if err != nil || ms == 0 {
-		return time.Time{}, unavailable(err)
+		return time.Time{}, s.unavailable(err)
 	}
 	return time.Now().Add(time.Duration(ms) * time.Millisecond), nil
 }
@@ -142,9 +207,11 @@ const blind = 20 * time.Millisecond
 
 // Claim implements throttle.FeedbackStore.
 func (s *FeedbackStore) Claim(ctx context.Context, key string) (throttle.Grant, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota")}, feedbackTTL, blind.Milliseconds()).Int64Slice()
 	if err != nil {
-		return throttle.Grant{}, unavailable(err)
+		return throttle.Grant{}, s.unavailable(err)
 	}
 	if len(v) != 3 {
 		return throttle.Grant{}, fmt.Errorf("redisrepo: claim answered %d values", len(v))
@@ -176,30 +243,44 @@ func (s *FeedbackStore) Settle(ctx context.Context, key string, g throttle.Grant
 	if q.Known {
 		known, reset = 1, q.Reset.UnixMilli()
 	}
-	return unavailable(settle.Run(ctx, s.client, []string{s.key(key, "quota")},
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.unavailable(settle.Run(ctx, s.client, []string{s.key(key, "quota")},
 		g.Seq, known, q.Remaining, reset, feedbackTTL).Err())
 }
 
 // Subscribe implements throttle.FeedbackStore. The first subscriber starts
 // the store's subscription to the channel (one connection and one
 // goroutine per store, whatever the number of subscribers); Close ends it.
+// Once the subscription is confirmed, f hears first of the pauses in force
+// (a Transport that joins during a pause honours it), then of every notice.
+// It waits at most the store's timeout for Redis; if Redis cannot be
+// reached, the subscription is made when it can (go-redis reconnects it)
+// and f hears only of later notices.
 func (s *FeedbackStore) Subscribe(f func(throttle.Notice)) (stop func()) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	id := s.next
 	s.next++
 	s.subs[id] = f
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
 	if s.ps == nil && !s.closed {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		s.ps = s.client.Subscribe(ctx, s.channel)
 		s.ps.Receive(ctx) // the confirmation: notices published from now on arrive
-		cancel()
 		ch := s.ps.Channel()
 		s.wg.Go(func() {
 			for m := range ch {
 				s.deliver(m.Payload)
 			}
 		})
+	}
+	closed := s.closed
+	s.mu.Unlock()
+	if !closed {
+		ns, _ := s.inForce(ctx)
+		for _, n := range ns {
+			f(n)
+		}
 	}
 	return func() {
 		s.mu.Lock()
@@ -235,21 +316,16 @@ func (s *FeedbackStore) deliver(msg string) {
 // close the client. It is idempotent.
 func (s *FeedbackStore) Close() error {
 	s.mu.Lock()
-	ps := s.ps
-	s.closed, s.ps = true, nil
+	ps, own := s.ps, s.own
+	s.closed, s.ps, s.own = true, nil, false
 	s.mu.Unlock()
 	var err error
 	if ps != nil {
 		err = ps.Close()
 		s.wg.Wait()
 	}
-	return err
-}
-
-// unavailable marks a Redis failure as ErrUnavailable.
-func unavailable(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
-		return err
+	if own {
+		err = errors.Join(err, s.client.Close())
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	return err
 }

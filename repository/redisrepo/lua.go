@@ -24,7 +24,37 @@ import (
 // Each limit owns KEYS[2i-1] and KEYS[2i] (the second only for the sliding
 // log); they share one hash tag. A batch of calls of one repository goes as
 // one call of the script; see the end of luaMain.
-const luaPrelude = `
+// luaWide is exact arithmetic on the products of a count (below 2^31) and
+// a duration in microseconds (below 2^42), in either order,, which can pass 2^53 (a limit of
+// 10^9 over 31 days is about 2^71): such a product is two limbs, hi·2^21 +
+// lo, each exact in a double; mulle compares two products, muldiv is
+// ⌊a·b/c⌋ when it is below 2^42 (a first guess in doubles, corrected with
+// exact comparisons). They mirror package limiters' 128-bit mulLE and
+// mulDiv.
+const luaWide = `
+local B21 = 2097152
+local function mul(a, b)
+  if a > b then a, b = b, a end
+  local bh = math.floor(b / B21)
+  local lo, hi = a * (b - bh * B21), a * bh
+  local c = math.floor(lo / B21)
+  return hi + c, lo - c * B21
+end
+local function mulle(a, b, c, d)
+  local h1, l1 = mul(a, b)
+  local h2, l2 = mul(c, d)
+  return h1 < h2 or (h1 == h2 and l1 <= l2)
+end
+local function muldiv(a, b, c)
+  local q = math.floor(a * b / c)
+  if q < 0 then q = 0 end
+  while q > 0 and not mulle(c, q, a, b) do q = q - 1 end
+  while mulle(c, q + 1, a, b) do q = q + 1 end
+  return q
+end
+`
+
+const luaPrelude = luaWide + `
 local NEVER = -1
 -- Redis expires keys by its real clock. A clock driven by a test does not
 -- follow it, so then every TTL gets an hour of slack (a key kept past its
@@ -269,12 +299,13 @@ local function sdue(L, prev, curr, n)
   local room = L.lim - curr - n
   if room < 0 then return -1 end
   if prev == 0 then return 0 end
-  return math.max(L.win - idiv(room * L.win, prev), 0)
+  if room >= prev then return 0 end
+  return math.max(L.win - muldiv(room, L.win, prev), 0)
 end
 function A.s.wait(L, t, n)
   sroll(L, t)
   local e = t - L.st
-  if L.c + n <= L.lim and L.p * (L.win - e) <= (L.lim - L.c - n) * L.win then return 0 end
+  if L.c + n <= L.lim and mulle(L.p, L.win - e, L.lim - L.c - n, L.win) then return 0 end
   local d = sdue(L, L.p, L.c, n)
   if d >= 0 and d < L.win then return L.st + d - t end
   return L.st + L.win + sdue(L, L.c, 0, n) - t
@@ -283,9 +314,8 @@ function A.s.take(L, t, n) sroll(L, t) L.c = L.c + n end
 function A.s.state(L, t)
   sroll(L, t)
   local e = t - L.st
-  local x = L.p * (L.win - e)
-  local w = idiv(x, L.win)
-  if w * L.win < x then w = w + 1 end
+  local w = muldiv(L.p, L.win - e, L.win)
+  if not mulle(L.p, L.win - e, w, L.win) then w = w + 1 end
   local reset = 0
   if L.c > 0 then reset = L.st + 2 * L.win - t elseif L.p > 0 then reset = L.st + L.win - t end
   return math.max(L.lim - L.c - w, 0), reset

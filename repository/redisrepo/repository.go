@@ -30,6 +30,14 @@ var ErrForeignValue = errors.New("redisrepo: foreign value at key")
 // entry per grant, so its memory is O(limit) per key.
 const maxLogLimit = 100_000
 
+// maxWindow (in µs, about 50 days) and maxWindowLimit bound the window
+// algorithms' specs: the sliding window's products of a count and a
+// duration are kept exact in two limbs under them (see luaWide).
+const (
+	maxWindow      = 1<<42 - 1
+	maxWindowLimit = 1<<31 - 1
+)
+
 // maxExact is the bound under which the scripts' products stay exact in
 // Lua's doubles (2^53), with headroom.
 const maxExact = 1 << 51
@@ -38,7 +46,10 @@ const maxExact = 1 << 51
 // the package documentation. It implements repository.Repository and
 // repository.Admin and is safe for concurrent use.
 type Repository struct {
-	client redis.UniversalClient
+	client redis.UniversalClient // the caller's
+	rc     redis.UniversalClient // the round trips': client, or our own that honours deadlines
+	own    bool                  // rc is ours, closed with the repository
+	dials  *dialWatch            // rc's failed dials, when it is ours
 	cfg    config
 	limits []limit
 	script *redis.Script
@@ -103,6 +114,8 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 	for _, o := range opts {
 		o(&r.cfg)
 	}
+	var direct bool
+	r.rc, r.dials, r.own, direct = deadlineClient(client)
 	codes := make([]string, len(specs))
 	for i, s := range specs {
 		l, err := newLimit(s, r.cfg.lease)
@@ -137,6 +150,7 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		Name:        "redisrepo",
 		MaxRequests: 1,
 		Timeout:     r.cfg.cooldown,
+		IsExcluded:  func(err error) bool { return errors.Is(err, context.Canceled) },
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(r.cfg.failures) },
 		OnStateChange: func(_ string, _, to gobreaker.State) {
 			r.observe(Event{Kind: EventBreaker, State: to.String()})
@@ -152,7 +166,7 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 			return nil, err
 		}
 	}
-	r.b = newBatcher(r)
+	r.b = newBatcher(r, direct)
 	if r.q != nil {
 		r.wg.Add(1)
 		go r.q.run()
@@ -195,8 +209,11 @@ func newLimit(s limiters.Spec, lease time.Duration) (limit, error) {
 			return l, fmt.Errorf("redisrepo: spec window: must be a whole number of microseconds, got %v", s.Window)
 		}
 		w := int64(s.Window / time.Microsecond)
-		if w > maxExact/int64(s.Limit)/2 {
-			return l, fmt.Errorf("redisrepo: spec limit: %d per %v is too large for exact arithmetic", s.Limit, s.Window)
+		if w > maxWindow {
+			return l, fmt.Errorf("redisrepo: spec window: at most %v on Redis (exact arithmetic in Lua's doubles), got %v", time.Duration(maxWindow)*time.Microsecond, s.Window)
+		}
+		if int64(s.Limit) > maxWindowLimit {
+			return l, fmt.Errorf("redisrepo: spec limit: at most %d on Redis (exact arithmetic in Lua's doubles), got %d", maxWindowLimit, s.Limit)
 		}
 		if s.Algorithm == limiters.AlgSlidingLog && s.Limit > maxLogLimit {
 			return l, fmt.Errorf("redisrepo: spec limit: a sliding log keeps one entry per grant, at most %d; use sliding_window for %d", maxLogLimit, s.Limit)
@@ -652,8 +669,10 @@ func (r *Repository) Reset(ctx context.Context, key string) error {
 		r.q.forget(key)
 		keys = append(keys, r.q.key(key))
 	}
-	if err := r.client.Del(ctx, keys...).Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
+	defer cancel()
+	if err := r.rc.Del(ctx, keys...).Err(); err != nil {
+		return unavailable(err, r.cfg.timeout)
 	}
 	return nil
 }
@@ -669,6 +688,9 @@ func (r *Repository) Close() error {
 		r.b.close()
 		if r.local != nil {
 			r.local.Close()
+		}
+		if r.own {
+			r.rc.Close()
 		}
 	})
 	return nil

@@ -75,6 +75,7 @@ type quota struct {
 	ttl      time.Duration // a lease's life in Redis: three refreshes
 	capacity int64         // the permits per per to share: the spec's rate
 	per      time.Duration // the spec's period, times what makes capacity at least 1024
+	base     time.Time     // grant.until counts from it
 
 	mu    sync.RWMutex
 	lease map[string]*lease
@@ -88,12 +89,13 @@ type lease struct {
 	grant atomic.Pointer[grant] // set before ready closes
 	mu    sync.Mutex            // serializes apply
 	idle  int                   // renewals without demand; the renewer's
-	ok    time.Time             // the last successful renewal; under mu
+	ok    time.Time             // when the last successful renewal was sent; under mu
 }
 
 // grant is a lease's current share and the limiter deciding it.
 type grant struct {
 	share   int64
+	until   atomic.Int64     // the lease's end on our clock (ns since quota.base): its renewal's sending + ttl
 	lim     limiters.Limiter // nil when share is 0
 	err     error            // Redis unreachable for longer than a lease
 	changed chan struct{}    // closed when a new grant replaces this one
@@ -107,7 +109,7 @@ func newQuota(r *Repository, spec limiters.Spec, refresh time.Duration) (*quota,
 	// longer period, so that a share can be a small part of it.
 	m := max((shareUnits+int64(spec.Rate.N)-1)/int64(spec.Rate.N), 1)
 	return &quota{r: r, spec: spec, refresh: refresh, ttl: 3 * refresh,
-		capacity: int64(spec.Rate.N) * m, per: spec.Rate.Per * time.Duration(m), lease: map[string]*lease{}}, nil
+		capacity: int64(spec.Rate.N) * m, per: spec.Rate.Per * time.Duration(m), base: time.Now(), lease: map[string]*lease{}}, nil
 }
 
 // shareUnits is the least number of parts a rate is shared in.
@@ -153,20 +155,21 @@ func (q *quota) get(ctx context.Context, key string) (*lease, error) {
 // not known yet: it gets its fair share of what is free).
 func (q *quota) first(ctx context.Context, key string, l *lease) {
 	defer close(l.ready)
+	sent := time.Now()
 	res, err := q.r.b.do(context.WithoutCancel(ctx), shareScript, nil, []string{q.key(key)}, q.args(l.id, q.capacity))
 	l.mu.Lock()
-	l.ok = time.Now()
+	l.ok = sent
 	l.mu.Unlock()
-	q.apply(l, res, err)
+	q.apply(l, res, err, sent)
 }
 
 func (q *quota) args(id string, want int64) []any {
 	return []any{id, want, q.ttl.Microseconds(), q.capacity}
 }
 
-// apply installs the result of a renewal: a new share, or, after a lease's
-// life without one, the error.
-func (q *quota) apply(l *lease, res any, err error) {
+// apply installs the result of a renewal sent at sent: a new share, or,
+// after a lease's life without one, the error.
+func (q *quota) apply(l *lease, res any, err error, sent time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.grant.Load()
@@ -188,12 +191,15 @@ func (q *quota) apply(l *lease, res any, err error) {
 		q.swap(l, &grant{err: err})
 		return
 	}
-	l.ok = time.Now()
+	l.ok = sent
 	share := res.(int64)
+	until := int64(sent.Add(q.ttl).Sub(q.base))
 	if old != nil && old.err == nil && old.share == share {
+		old.until.Store(until)
 		return
 	}
 	g := &grant{share: share}
+	g.until.Store(until)
 	switch {
 	case share == 0:
 		if old != nil && old.lim != nil {
@@ -221,6 +227,12 @@ func (q *quota) swap(l *lease, g *grant) {
 	}
 }
 
+// expired reports whether g's lease has ended on our clock: Redis gives
+// its share to the others from then on, whether or not a renewal is in
+// flight, so the process has no share until a renewal answers (or, if it
+// fails, the fail mode decides).
+func (q *quota) expired(g *grant) bool { return time.Since(q.base) >= time.Duration(g.until.Load()) }
+
 // tryAcquire decides locally, within this process's share of key.
 func (q *quota) tryAcquire(ctx context.Context, key string, n int) (limiters.Decision, error) {
 	l, err := q.get(ctx, key)
@@ -232,7 +244,7 @@ func (q *quota) tryAcquire(ctx context.Context, key string, n int) (limiters.Dec
 	switch {
 	case g.err != nil:
 		return q.r.failTry(ctx, key, n, g.err)
-	case g.lim == nil:
+	case g.lim == nil || q.expired(g):
 		return limiters.Decision{Limit: q.spec.Limit, RetryAfter: q.refresh}, nil
 	}
 	return g.lim.TryAcquire(n), nil
@@ -255,7 +267,7 @@ func (q *quota) acquire(ctx context.Context, key string, n int) error {
 			return q.r.failAcquire(ctx, key, n, g.err)
 		}
 		wait := q.refresh
-		if g.lim != nil {
+		if g.lim != nil && !q.expired(g) {
 			d := g.lim.TryAcquire(n)
 			if d.Allowed {
 				return nil
@@ -313,6 +325,7 @@ func (q *quota) renew(elapsed time.Duration, closing bool) {
 		c    *call
 	}
 	var items []item
+	sent := time.Now()
 	q.mu.Lock()
 	for k, l := range q.lease {
 		select {
@@ -338,9 +351,9 @@ func (q *quota) renew(elapsed time.Duration, closing bool) {
 	for _, it := range items {
 		<-it.c.done
 		if it.want == 0 {
-			q.apply(it.l, int64(0), nil) // given back, or left to expire
+			q.apply(it.l, int64(0), nil, sent) // given back, or left to expire
 		} else {
-			q.apply(it.l, it.c.res, it.c.err)
+			q.apply(it.l, it.c.res, it.c.err, sent)
 		}
 	}
 }
@@ -354,6 +367,6 @@ func (q *quota) forget(key string) {
 	q.mu.Unlock()
 	if l != nil {
 		<-l.ready
-		q.apply(l, int64(0), nil)
+		q.apply(l, int64(0), nil, time.Now())
 	}
 }
