@@ -350,15 +350,7 @@ func (g *gate) due(now time.Time, p int) time.Time {
 			}
 		}
 	}
-	ahead := 0
-	if b := g.q.Behind(p); b != nil {
-		for w := g.q.Head(); w != nil; w = w.Next() {
-			ahead++
-			if w == b {
-				break
-			}
-		}
-	}
+	ahead, _, _ := g.q.Ahead(p)
 	if ahead > 0 {
 		if g.probe || exhausted || g.pausedUntil.After(now) {
 			// Behind a probe: its answer decides; we cannot tell.

@@ -19,9 +19,9 @@ type Stats struct {
 // are counted by that limiter's own Stats, not here.
 func (t *Transport) Stats() Stats {
 	t.mu.RLock()
-	gates := make([]*gate, 0, len(t.gates))
-	for _, g := range t.gates {
-		gates = append(gates, g)
+	gates := make([]*gate, 0, len(t.parts.ring))
+	for _, p := range t.parts.ring {
+		gates = append(gates, p.g)
 	}
 	t.mu.RUnlock()
 	var s Stats

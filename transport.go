@@ -55,10 +55,9 @@ type Transport struct {
 	unsub     func()
 	storeDown atomic.Bool // the last call to the store failed
 
-	mu      sync.RWMutex
-	gates   map[string]*gate
-	sweepAt int // sweep the gates when there are this many
-	closed  atomic.Bool
+	mu     sync.RWMutex
+	parts  partitions // the partitions' gates (partitions.go)
+	closed atomic.Bool
 }
 
 // Option configures a Transport.
@@ -152,7 +151,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		feedback: true,
 		maxPause: DefaultMaxPause,
 		lease:    DefaultPermitLease,
-		gates:    make(map[string]*gate),
+		parts:    partitions{m: make(map[string]*part), max: DefaultMaxPartitions},
 	}
 	for _, o := range opts {
 		o(t)
@@ -196,40 +195,20 @@ func (t *Transport) emit(e Event) {
 // gate returns the partition's gate, creating it.
 func (t *Transport) gate(key string) *gate {
 	t.mu.RLock()
-	g := t.gates[key]
+	p := t.parts.m[key]
 	t.mu.RUnlock()
-	if g != nil {
-		return g
+	if p != nil {
+		t.touch(p)
+		return p.g
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if g = t.gates[key]; g != nil {
-		return g
+	if p = t.parts.m[key]; p != nil {
+		return p.g
 	}
-	if len(t.gates) >= max(t.sweepAt, maxIdleGates) {
-		t.sweepLocked()
-		// Amortized: what survives a sweep is not swept again until the
-		// map has doubled.
-		t.sweepAt = 2 * len(t.gates)
-	}
-	g = &gate{key: key, maxPause: t.maxPause, emit: t.observer}
-	t.gates[key] = g
+	g := &gate{key: key, maxPause: t.maxPause, emit: t.observer}
+	t.parts.add(key, g)
 	return g
-}
-
-// maxIdleGates is the number of partitions past which the ones the servers
-// said nothing about are forgotten.
-const maxIdleGates = 1024
-
-func (t *Transport) sweepLocked() {
-	now := time.Now()
-	for k, g := range t.gates {
-		g.mu.Lock()
-		if g.neutral(now) {
-			delete(t.gates, k)
-		}
-		g.mu.Unlock()
-	}
 }
 
 // RoundTrip sends req once its partition's turn comes. It follows the
@@ -451,11 +430,11 @@ func (t *Transport) Close() error {
 		t.unsub()
 	}
 	t.mu.Lock()
-	gates := t.gates
-	t.gates = make(map[string]*gate)
+	ring := t.parts.ring
+	t.parts.m, t.parts.ring = make(map[string]*part), nil
 	t.mu.Unlock()
-	for _, g := range gates {
-		g.close()
+	for _, p := range ring {
+		p.g.close()
 	}
 	if t.repo != nil {
 		return t.repo.Close()

@@ -590,7 +590,8 @@ func TestLowQuotaIsSpreadUntilReset(t *testing.T) {
 
 // TestPartitionsAreForgotten: a client calling many hosts does not keep a
 // gate for each forever; what the servers said nothing lasting about is
-// swept, and the sweep is amortized.
+// swept, a few partitions at each new one, so that every stale one is gone
+// after the next requests.
 func TestPartitionsAreForgotten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -610,10 +611,10 @@ func TestPartitionsAreForgotten(t *testing.T) {
 			resp.Body.Close()
 		}
 		tr.mu.RLock()
-		n := len(tr.gates)
+		n := len(tr.parts.ring)
 		tr.mu.RUnlock()
-		assert.Less(t, n, 5000, "stale partitions were forgotten")
-		assert.GreaterOrEqual(t, n, 2500-maxIdleGates, "live quotas are kept")
+		assert.Equal(t, 2500, n, "every stale partition was forgotten, every live one kept")
+		assert.Equal(t, 2500, tr.Stats().Partitions/2, "a gate and its bucket's each")
 	})
 }
 

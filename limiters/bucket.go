@@ -107,8 +107,22 @@ func (g *gcra) remaining(now int64) (int, int64) {
 	return min(g.iv.count(free), g.burst), max(g.iv.sub(b, fine{ns: now}).ceil(), 0)
 }
 
+// project is closed-form in the permits ahead: granted one after another at
+// their due times, the waiters ahead move the TAT from base(now) by exactly
+// their permits' intervals (each waits, if at all, until TAT + N·T − tol,
+// which is never later than the TAT it leaves), so n more permits are due
+// when base(now) + (ahead + n)·T − tol is: what wait says of ahead + n.
 func (g *gcra) project(now int64, ahead waiters, n int) int64 {
-	return projectCopy(*g, now, ahead, n)
+	span, ok := g.iv.timesSat(ahead.permits + n)
+	if !ok {
+		return never
+	}
+	next := g.iv.add(g.base(now), span)
+	allow := g.iv.add(fine{ns: now}, g.tol)
+	if !less(allow, next) {
+		return 0
+	}
+	return g.iv.sub(next, allow).ceil()
 }
 
 // try is TryAcquire's arithmetic when nobody waits: it takes n permits if
@@ -299,8 +313,23 @@ func (l *leakyBucket) state(now int64, queued int) (int, int, int64) {
 	return l.capacity, max(l.capacity-queued, 0), busy
 }
 
+// project is closed-form in the permits ahead: the first waiter is emitted
+// at next (or now, when the bucket is idle), and each grant occupies its
+// permits' intervals, so n more permits are due once every permit ahead
+// has been emitted, whatever n is.
 func (l *leakyBucket) project(now int64, ahead waiters, n int) int64 {
-	return projectCopy(*l, now, ahead, n)
+	if ahead.first == nil {
+		return l.wait(now, n)
+	}
+	base := fine{ns: now}
+	if l.next.ceil() >= now { // as take keeps the phase of a grant on time
+		base = l.next
+	}
+	span, ok := l.iv.timesSat(ahead.permits)
+	if !ok {
+		return never
+	}
+	return max(l.iv.add(base, span).ceil()-now, 0)
 }
 
 // reconfigure switches to iv and capacity at now. A grant still occupying

@@ -47,9 +47,15 @@ type queue struct {
 	due   int64 // when the timer is due, in the algorithm's clock; 0: not armed
 }
 
-// waiters is a run of queued waiters, from first to last inclusive; the
-// zero value is no waiters.
-type waiters struct{ first, last *waiter }
+// waiters is a run of queued waiters, from first to last inclusive, with
+// their count and the permits they ask for; the zero value is no waiters.
+// The algorithms whose projection is closed-form in the permits ahead read
+// only permits; the others walk the run.
+type waiters struct {
+	first, last *waiter
+	count       int
+	permits     int
+}
 
 // all yields the waiters in the run, first to last.
 func (r waiters) all(yield func(*waiter) bool) {
@@ -128,11 +134,11 @@ func (c *core) ahead(p int) waiters {
 	if c.q == nil {
 		return waiters{}
 	}
-	last := c.q.Behind(p)
+	n, permits, last := c.q.Ahead(p)
 	if last == nil {
 		return waiters{}
 	}
-	return waiters{c.q.Head(), last}
+	return waiters{c.q.Head(), last, n, permits}
 }
 
 func (c *core) queuedPermits() int {

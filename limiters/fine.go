@@ -95,6 +95,17 @@ func (iv *interval) times(n int) fine {
 	return fine{int64(n)*iv.ns + int64(q), int64(r)}
 }
 
+// timesSat returns n intervals (n ≥ 0) and true, or false when they span
+// more than 2^62 ns: a projection over a queue of any length stays in
+// range.
+func (iv *interval) timesSat(n int) (fine, bool) {
+	if n < 0 || iv.ns > 0 && int64(n) > (1<<62)/iv.ns {
+		return fine{}, false
+	}
+	d := iv.times(n)
+	return d, d.ns <= 1<<62
+}
+
 func (iv *interval) add(a, b fine) fine {
 	s := fine{a.ns + b.ns, a.fr + b.fr}
 	if s.fr >= iv.den {

@@ -94,8 +94,5 @@ func (f *fromRate) state(now int64, _ int) (int, int, int64) {
 }
 
 func (f *fromRate) project(now int64, ahead waiters, n int) int64 {
-	for w := range ahead.all {
-		n += w.N
-	}
-	return f.wait(now, n)
+	return f.wait(now, ahead.permits+n)
 }

@@ -50,6 +50,14 @@ type PolicyConfig struct {
 	// Block lists IP addresses and CIDR prefixes answered with 403
 	// Forbidden. Block wins over Allow.
 	Block []string `json:"block" yaml:"block"`
+	// AllowFile and BlockFile name files of more such entries, one a line
+	// (ReadPrefixes' format), read each time the policy is built: the way
+	// to lists of any length, which a policy file's size bound would
+	// refuse. A relative path starts from the policy file's directory
+	// (WithPolicyDir). WithAllowList and WithBlockList take lists from
+	// elsewhere.
+	AllowFile string `json:"allow_file" yaml:"allow_file"`
+	BlockFile string `json:"block_file" yaml:"block_file"`
 	// MaxKeys bounds how many limiters the policy holds at once in its
 	// default storage (one per caller and rule for its limits, and one
 	// more for its cost caps); DefaultMaxKeys when zero. See
@@ -117,9 +125,12 @@ type Rule struct {
 type Policy struct {
 	plans       map[string]*plan
 	defaultPlan *plan
-	allow       []netip.Prefix
-	block       []netip.Prefix
-	sets        []*limitSet // every rule's, in the order built
+	allow       prefixTable
+	block       prefixTable
+	allowSrc    []PrefixSource // WithAllowList's
+	blockSrc    []PrefixSource // WithBlockList's
+	dir         string         // WithPolicyDir's
+	sets        []*limitSet    // every rule's, in the order built
 
 	storage     func(specs []limiters.Spec) (repository.Repository, error)
 	mem         *memoryStore // the default storage; nil with WithStorage
@@ -351,10 +362,10 @@ func (p *Policy) compile(cfg PolicyConfig) error {
 		return pathError([]seg{name("default_plan")}, errors.New("missing: with several plans, name the one for requests without a plan"))
 	}
 	var err error
-	if p.allow, err = parsePrefixes("allow", cfg.Allow); err != nil {
+	if p.allow, err = p.buildList("allow", cfg.Allow, "allow_file", cfg.AllowFile, p.allowSrc); err != nil {
 		return err
 	}
-	p.block, err = parsePrefixes("block", cfg.Block)
+	p.block, err = p.buildList("block", cfg.Block, "block_file", cfg.BlockFile, p.blockSrc)
 	return err
 }
 
@@ -478,32 +489,6 @@ func build(s limiters.Spec) (l limiters.Limiter, err error) {
 	return s.New()
 }
 
-// parsePrefixes reads IP addresses and CIDR prefixes.
-func parsePrefixes(field string, list []string) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, 0, len(list))
-	for i, s := range list {
-		s = strings.TrimSpace(s)
-		var pf netip.Prefix
-		var err error
-		if strings.Contains(s, "/") {
-			pf, err = netip.ParsePrefix(s)
-		} else {
-			var a netip.Addr
-			a, err = netip.ParseAddr(s)
-			pf = netip.PrefixFrom(a, a.BitLen())
-		}
-		if err != nil {
-			return nil, pathError([]seg{name(field), at(i)}, fmt.Errorf("want an IP address or CIDR prefix, got %s", clip.Quote(s)))
-		}
-		pf = pf.Masked()
-		if a := pf.Addr(); a.Is4In6() && pf.Bits() >= 96 {
-			pf = netip.PrefixFrom(a.Unmap(), pf.Bits()-96)
-		}
-		out = append(out, pf)
-	}
-	return out, nil
-}
-
 // Close closes the policy's limiters; requests waiting under the Delay
 // action fail (the repository fails closed or open as WithFailOpen says).
 // It is idempotent.
@@ -551,7 +536,7 @@ func (pl *plan) ruleFor(r *http.Request) *rule {
 // keyextract.IP writes it) is allowed (all of it within an Allow prefix) or
 // blocked (any of it within a Block prefix).
 func (p *Policy) listed(req keyextract.Request) (allowed, blocked bool) {
-	if len(p.allow) == 0 && len(p.block) == 0 {
+	if p.allow.empty() && p.block.empty() {
 		return false, false
 	}
 	k, ok := p.clientIP.Extract(req)
@@ -572,15 +557,8 @@ func (p *Policy) listed(req keyextract.Request) (allowed, blocked bool) {
 		}
 		client = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 	}
-	for _, b := range p.block {
-		if b.Overlaps(client) {
-			return false, true
-		}
+	if p.block.overlaps(client) {
+		return false, true
 	}
-	for _, a := range p.allow {
-		if a.Bits() <= client.Bits() && a.Contains(client.Addr()) {
-			return true, false
-		}
-	}
-	return false, false
+	return p.allow.holds(client), false
 }

@@ -75,6 +75,7 @@ func LoadPolicy(path string, opts ...PolicyOption) (*Policy, error) {
 	if strings.EqualFold(filepath.Ext(path), ".json") {
 		format = "json"
 	}
+	opts = append([]PolicyOption{WithPolicyDir(filepath.Dir(path))}, opts...)
 	p, err := ParsePolicy(data, format, opts...)
 	if pe, ok := err.(*PolicyError); ok {
 		pe.File = path

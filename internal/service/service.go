@@ -261,6 +261,7 @@ func (s *Service) load() (*generation, map[string]*ruleRepo, error) {
 	if err == nil {
 		g.policy, err = server.ParsePolicy(data, format,
 			server.WithStorage(storage),
+			server.WithPolicyDir(filepath.Dir(path)),
 			server.WithPlan(func(r keyextract.Request) string { return r.Header(hdrPlan) }))
 	}
 	if err != nil {

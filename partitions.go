@@ -1,0 +1,184 @@
+package throttle
+
+import (
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxPartitions is how many partitions a Transport keeps by default
+// (WithMaxPartitions): enough for every host a program talks to in earnest,
+// few enough that a crawler or a multi-tenant proxy calling millions of
+// hosts holds a bounded amount of memory.
+const DefaultMaxPartitions = 16384
+
+// WithMaxPartitions bounds the partitions a Transport keeps (each holds
+// what the partition's servers said of their limits). When a new partition
+// would go past n, the least recently used one that has no request queued
+// or in flight and no pause in force is forgotten: what it had learnt is
+// learnt again from its next answer. Partitions with requests queued or in
+// flight, or under a pause, are never forgotten, so the bound may be passed
+// while more than n partitions are busy at once. Partitions whose servers'
+// limits have all reset are forgotten as the Transport goes on, whatever
+// the bound. n ≤ 0 means DefaultMaxPartitions.
+func WithMaxPartitions(n int) Option {
+	return func(t *Transport) {
+		if n <= 0 {
+			n = DefaultMaxPartitions
+		}
+		t.parts.max = n
+	}
+}
+
+// partitions is the Transport's map of partition gates, with what bounds
+// it: a ring the sweeps walk (the clock algorithm's approximation of least
+// recently used: a use sets an entry's bit, without a lock; the eviction
+// hand clears set bits and evicts the first idle entry it finds clear) and
+// a second hand that forgets, a few entries a step, the partitions that
+// hold nothing worth remembering. Guarded by Transport.mu.
+type partitions struct {
+	m     map[string]*part
+	ring  []*part
+	evict int       // the eviction hand, an index into ring
+	sweep int       // the sweeping hand
+	swept time.Time // when the sweeping hand last moved
+	max   int
+}
+
+// part is one partition: its gate, its place in the ring, and whether it
+// was used since the eviction hand last passed.
+type part struct {
+	g    *gate
+	key  string
+	at   int
+	used atomic.Bool
+}
+
+// sweepEvery is the chance (1 in sweepEvery) that a request to a known
+// partition takes a sweeping step; every new partition takes one.
+const sweepEvery = 64
+
+// touch marks p used and, now and then, lets the sweeper take a step.
+// It runs with no lock held.
+func (t *Transport) touch(p *part) {
+	if !p.used.Load() {
+		p.used.Store(true)
+	}
+	if rand.Uint32()%sweepEvery == 0 && t.mu.TryLock() {
+		t.parts.sweepStep(time.Now())
+		t.mu.Unlock()
+	}
+}
+
+// add puts a new partition's gate in, first taking a sweeping step and, at
+// the bound, evicting one idle partition. Transport.mu must be held.
+func (ps *partitions) add(key string, g *gate) {
+	now := time.Now()
+	ps.sweepStep(now)
+	if len(ps.ring) >= ps.max {
+		ps.evictOne(now)
+	}
+	p := &part{g: g, key: key, at: len(ps.ring)}
+	p.used.Store(true)
+	ps.ring = append(ps.ring, p)
+	ps.m[key] = p
+}
+
+// remove forgets the partition at ring index i; the last entry takes its
+// place.
+func (ps *partitions) remove(i int) {
+	p := ps.ring[i]
+	delete(ps.m, p.key)
+	last := len(ps.ring) - 1
+	ps.ring[i] = ps.ring[last]
+	ps.ring[i].at = i
+	ps.ring[last] = nil
+	ps.ring = ps.ring[:last]
+	p.at = -1
+}
+
+// sweepRound is how long the sweeping hand takes to go round every
+// partition: each step looks at the share of the partitions that the time
+// since the last step is of it, so sweeping costs a round a second however
+// many requests there are, and after an idle spell the first step looks at
+// them all.
+const sweepRound = time.Second
+
+// sweepStep looks at the partitions from the sweeping hand, as many as the
+// time since the last step calls for, and forgets those holding nothing
+// worth remembering (every limit they knew has reset, nothing waits,
+// nothing is on the wire).
+func (ps *partitions) sweepStep(now time.Time) {
+	elapsed := now.Sub(ps.swept)
+	if elapsed < 0 { // the wall clock stepped back
+		ps.swept = now
+		return
+	}
+	n := len(ps.ring)
+	if elapsed < sweepRound {
+		n = int(int64(n) * int64(elapsed) / int64(sweepRound))
+	}
+	if n == 0 {
+		return // too soon: leave the time to the next step
+	}
+	ps.swept = now
+	for ; n > 0 && len(ps.ring) > 0; n-- {
+		if ps.sweep >= len(ps.ring) {
+			ps.sweep = 0
+		}
+		g := ps.ring[ps.sweep].g
+		g.mu.Lock()
+		forget := g.neutral(now)
+		g.mu.Unlock()
+		if forget {
+			ps.remove(ps.sweep) // the last entry moved here: look at it next
+		} else {
+			ps.sweep++
+		}
+	}
+}
+
+// evictOne forgets the least recently used partition (as the clock
+// approximates it) that is idle: nothing queued or in flight, no pause in
+// force. It gives up after two turns of the ring: every partition is busy.
+func (ps *partitions) evictOne(now time.Time) {
+	for n := 2 * len(ps.ring); n > 0; n-- {
+		if ps.evict >= len(ps.ring) {
+			ps.evict = 0
+		}
+		p := ps.ring[ps.evict]
+		if p.used.Load() {
+			p.used.Store(false)
+			ps.evict++
+			continue
+		}
+		if idle(p.g, now) {
+			ps.remove(ps.evict)
+			return
+		}
+		ps.evict++
+	}
+}
+
+// idle reports whether g and its buckets' gates have nothing queued or in
+// flight and no pause in force: forgetting it loses only what it learnt.
+func idle(g *gate, now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.q.Len() > 0 || g.inflight > 0 || g.probing || g.pausedUntil.After(now) {
+		return false
+	}
+	for _, b := range g.buckets {
+		b.mu.Lock() // a partition's gate, then its buckets': as close does
+		busy := b.q.Len() > 0 || b.inflight > 0 || b.probing || b.pausedUntil.After(now)
+		b.mu.Unlock()
+		if busy {
+			return false
+		}
+	}
+	return true
+}
+
+// maxIdleGates is the number of keys past which a MemoryFeedbackStore
+// sweeps the ones whose leases and resets have passed.
+const maxIdleGates = 1024

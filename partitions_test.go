@@ -1,0 +1,144 @@
+package throttle
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// githubStyle answers as GitHub does: a bucket named, 5000 an hour, the
+// reset an hour ahead (epoch seconds).
+func githubStyle() http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		h := http.Header{
+			"X-Ratelimit-Limit":     {"5000"},
+			"X-Ratelimit-Remaining": {"4999"},
+			"X-Ratelimit-Used":      {"1"},
+			"X-Ratelimit-Reset":     {strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)},
+			"X-Ratelimit-Resource":  {"core"},
+		}
+		return &http.Response{StatusCode: http.StatusOK, Header: h, Body: http.NoBody, Request: req}, nil
+	})
+}
+
+func partitionCount(tr *Transport) int {
+	tr.mu.RLock()
+	defer tr.mu.RUnlock()
+	if len(tr.parts.m) != len(tr.parts.ring) {
+		panic("partitions: map and ring disagree")
+	}
+	return len(tr.parts.ring)
+}
+
+func trip(t *testing.T, rt http.RoundTripper, url string) {
+	t.Helper()
+	resp, err := rt.RoundTrip(mustReq(t, url, nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+}
+
+// TestMaxPartitions: past the bound, idle partitions are forgotten, least
+// recently used first; one used all along, one with a request on the wire
+// and one paused are kept.
+func TestMaxPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		base := githubStyle()
+		rt := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			switch req.URL.Host {
+			case "busy.test":
+				<-release
+			case "paused.test":
+				return &http.Response{StatusCode: http.StatusTooManyRequests, Body: http.NoBody, Request: req,
+					Header: http.Header{"Retry-After": {"3600"}}}, nil
+			}
+			return base.RoundTrip(req)
+		})
+		tr := NewTransport(rt, WithMaxPartitions(100))
+		defer tr.Close()
+		var wg sync.WaitGroup
+		wg.Go(func() { trip(t, tr, "http://busy.test/") })
+		synctest.Wait()
+		trip(t, tr, "http://paused.test/")
+		for i := range 1000 {
+			trip(t, tr, fmt.Sprintf("http://host%d.test/", i))
+			trip(t, tr, "http://hot.test/")
+		}
+		assert.LessOrEqual(t, partitionCount(tr), 100)
+		tr.mu.RLock()
+		for _, k := range []string{"busy.test", "paused.test", "hot.test", "host999.test"} {
+			assert.Contains(t, tr.parts.m, k)
+		}
+		assert.NotContains(t, tr.parts.m, "host0.test", "the least recently used went first")
+		tr.mu.RUnlock()
+		close(release)
+		wg.Wait()
+	})
+}
+
+// TestMaxPartitionsDefault: WithMaxPartitions(0) is the default bound.
+func TestMaxPartitionsDefault(t *testing.T) {
+	tr := NewTransport(githubStyle(), WithMaxPartitions(0))
+	defer tr.Close()
+	assert.Equal(t, DefaultMaxPartitions, tr.parts.max)
+	assert.Equal(t, DefaultMaxPartitions, NewTransport(nil).parts.max)
+}
+
+// TestPartitionsSweptWhileKnownHostsAreCalled: partitions whose resets
+// passed go even when the next requests are all to hosts already known.
+func TestPartitionsSweptWhileKnownHostsAreCalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(githubStyle())
+		defer tr.Close()
+		for i := range 3000 {
+			trip(t, tr, fmt.Sprintf("http://host%d.test/", i))
+		}
+		require.Equal(t, 3000, partitionCount(tr))
+		time.Sleep(2 * time.Hour)
+		for range 2000 {
+			trip(t, tr, "http://host0.test/")
+		}
+		assert.Less(t, partitionCount(tr), 10, "the stale partitions are gone")
+	})
+}
+
+// TestManyHostsHeap: 200,000 hosts with GitHub-style answers through a
+// Transport with default options hold a bounded heap (issue 21: at most
+// 300 MB live). It reports what one partition costs. Under the race
+// detector, whose shadow memory makes it slow, 40,000 hosts.
+func TestManyHostsHeap(t *testing.T) {
+	hosts := 200_000
+	if raceEnabled {
+		hosts = 40_000
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	tr := NewTransport(githubStyle())
+	defer tr.Close()
+	const sample = 10_000
+	var per uint64
+	for i := range hosts {
+		trip(t, tr, "http://host"+strconv.Itoa(i)+".test/")
+		if i+1 == sample {
+			per = (heap() - before) / sample
+		}
+	}
+	live := heap() - before
+	t.Logf("%d hosts: %d partitions, %.1f MB live; a partition with GitHub-style headers costs %d B", hosts, partitionCount(tr), float64(live)/1e6, per)
+	assert.LessOrEqual(t, partitionCount(tr), DefaultMaxPartitions)
+	assert.Less(t, live, uint64(300<<20))
+	runtime.KeepAlive(tr)
+}
