@@ -217,4 +217,3 @@ func FuzzSSEScanner(f *testing.F) {
 		}
 	})
 }
-
