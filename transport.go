@@ -289,6 +289,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.release(key, n)
 		return nil, err
 	}
+	if g != nil {
+		t.watch(g, resp) // an answer that comes later: stream.go
+	}
 	if t.holds {
 		if resp.Body == nil || resp.Body == http.NoBody {
 			t.release(key, n)
