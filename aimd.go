@@ -28,10 +28,10 @@ type aimd struct {
 	// penalty is the wait the last refusal asked for (a Retry-After),
 	// which each probe beyond ceil risks; 0 for bare refusals.
 	penalty time.Duration
-	good  int           // successes since the last change
-	bare  bool          // learned from bare refusals: search upwards
-	slow  bool          // slow start: doubling until a refusal
-	twice bool          // slow start has doubled at least twice: the guess was far off
+	good    int  // successes since the last change
+	bare    bool // learned from bare refusals: search upwards
+	slow    bool // slow start: doubling until a refusal
+	twice   bool // slow start has doubled at least twice: the guess was far off
 	// wave: the first refusal was of a request sent after answers came
 	// back, but came back before most of them had been counted (answers
 	// arriving together are counted in any order); whether it ended a

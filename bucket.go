@@ -178,7 +178,7 @@ func (g *gate) bucket(name string, r route) *gate {
 // window, it can only lower the count.
 func (g *gate) observe(a *answer, now time.Time) {
 	g.mu.Lock()
-	paused := g.learn(&ticket{ver: -1, pause: g.pauses}, a, now)
+	paused := g.learn(&ticket{ver: -1, pause: g.pz.count}, a, now)
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
 	if !paused.IsZero() && g.emit != nil {

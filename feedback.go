@@ -213,9 +213,9 @@ func (g *gate) hold(until time.Time, elsewhere bool) {
 		g.mu.Unlock()
 		return
 	}
-	if g.elsewhere && !elsewhere && g.paused {
-		g.pausedUntil = until
-	} else if !until.After(g.pausedUntil) {
+	if g.elsewhere && !elsewhere && g.pz.on {
+		g.pz.until = until
+	} else if !until.After(g.pz.until) {
 		g.mu.Unlock()
 		return
 	}
@@ -245,11 +245,11 @@ func (g *gate) holdBack(until time.Time) {
 func (g *gate) resumeShared() {
 	g.mu.Lock()
 	now := time.Now()
-	if g.closed || !g.paused {
+	if g.closed || !g.pz.on {
 		g.mu.Unlock()
 		return
 	}
-	g.pausedUntil, g.probe, g.elsewhere = now, false, false
+	g.pz.until, g.pz.probe, g.elsewhere = now, false, false
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
 	g.report(resumed)

@@ -40,28 +40,43 @@ type gate struct {
 	heard   atomic.Bool                // an answer said something of rate limits, or refused: learn reads the clock
 	held    atomic.Pointer[Event]      // a pause advance prolonged, for report to tell the observer
 
-	pausedUntil time.Time // no request starts before this
-	paused      bool      // a pause is in force (for the Resumed event)
-	probe       bool      // the next request probes alone
-	probing     bool      // the probe is on the wire: hold the rest
-	pauses      int64     // pauses begun so far
-	ver         int64     // answers with quotas applied so far
-	quotas      [maxQuotas]quota
-	nq          int       // quotas[:nq] are in use; a slot keeps its name for good
-	nextSend    time.Time // pacing: the next request waits until then
-	inflight    int       // admitted, not yet answered
-	backoff     time.Duration
-	resumedAt   time.Time // when the last pause ended
-	okSince     int       // successful responses since resumedAt
-	answered    int64     // answers learned from so far
-	waveStatus  int       // the status of the first refusal, while the pace's wave is pending
-	pace        aimd
-	wsReset     time.Time     // the whole-second reset the current pause waits for
-	phase       time.Duration // how long after its whole-second resets this server's really come
-	steps       int           // probes refused since wsReset passed
-	elsewhere   bool          // the pause waits for another Transport's probe (feedback.go)
-	secondary   time.Time     // the last refusal with a wait that the quotas did not explain
-	paceBeside  bool          // pace was learnt beside quotas, from refusals they did not explain
+	// What the server said, each a model of its own, fed what the
+	// answers say: the quotas it reports (quota.go), the pause a refusal
+	// or an empty quota asks for (pause), the pace its refusals teach
+	// when it advertises no quota that explains them (refusals, aimd.go),
+	// and where in their second its whole-second resets fall (whole.go).
+	quotas    [maxQuotas]quota
+	nq        int   // quotas[:nq] are in use; a slot keeps its name for good
+	ver       int64 // answers with quotas applied so far
+	pz        pause
+	rf        refusals
+	ws        wholeSecond
+	nextSend  time.Time // pacing: the next request waits until then
+	inflight  int       // admitted, not yet answered
+	elsewhere bool      // the pause waits for another Transport's probe (feedback.go)
+}
+
+// pause is the partition's pause: until when no request starts, and the
+// probe that goes alone once it ends.
+type pause struct {
+	until   time.Time     // no request starts before this
+	on      bool          // a pause is in force (for the Resumed event)
+	probe   bool          // the next request probes alone
+	probing bool          // the probe is on the wire: hold the rest
+	count   int64         // pauses begun so far
+	backoff time.Duration // the pause a bare refusal begins, doubling with each refused probe
+}
+
+// refusals is what a partition's refusals teach when no quota it reports
+// explains them: the pace (aimd) and what it is measured over.
+type refusals struct {
+	pace       aimd
+	resumed    time.Time // when the last pause ended
+	ok         int       // successful responses since resumed
+	answered   int64     // answers learned from so far
+	waveStatus int       // the status of the first refusal, while the pace's wave is pending
+	secondary  time.Time // the last refusal with a wait that the quotas did not explain
+	beside     bool      // pace was learnt beside quotas, from refusals they did not explain
 }
 
 // gwaiter is a request waiting at the gate: its declared costs, and the
@@ -77,8 +92,8 @@ type gwaiter struct {
 type ticket struct {
 	probe  bool
 	ver    int64     // g.ver when the request was let through
-	pause  int64     // g.pauses when the request was let through
-	seen   int64     // g.answered when the request was let through: 0 in the first wave
+	pause  int64     // g.pz.count when the request was let through
+	seen   int64     // g.rf.answered when the request was let through: 0 in the first wave
 	at     time.Time // when the request was let through (zero if the gate was quiet)
 	charge [maxQuotas]int64
 }
@@ -115,20 +130,20 @@ func (g *gate) storeWire() {
 // quotas whose reset has passed (what we knew is stale: the next request
 // probes). It reports whether a pause ended. g.mu must be held.
 func (g *gate) advance(now time.Time) (resumed bool) {
-	if g.paused && !now.Before(g.pausedUntil) {
-		if hold := g.pace.settleWave(g.okSince); hold > 0 {
+	if g.pz.on && !now.Before(g.pz.until) {
+		if hold := g.rf.pace.settleWave(g.rf.ok); hold > 0 {
 			// The first refusal ended a burst after all: hold on.
-			g.pausedUntil = now.Add(min(hold, g.maxPause))
-			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pausedUntil, Status: g.waveStatus})
+			g.pz.until = now.Add(min(hold, g.maxPause))
+			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: g.rf.waveStatus})
 			return false
 		}
-		g.paused = false
-		g.resumedAt, g.okSince = now, 0
+		g.pz.on = false
+		g.rf.resumed, g.rf.ok = now, 0
 		resumed = true
 	}
 	for i := range g.quotas[:g.nq] {
 		if q := &g.quotas[i]; q.stale(now) {
-			q.known, g.probe = false, true
+			q.known, g.pz.probe = false, true
 		}
 	}
 	return resumed
@@ -147,9 +162,9 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 	// with one that carries no monotonic reading takes the long way.)
 	decided := true
 	switch {
-	case !g.pausedUntil.IsZero() && now.Before(g.pausedUntil):
-		wake = g.pausedUntil
-	case g.probing:
+	case !g.pz.until.IsZero() && now.Before(g.pz.until):
+		wake = g.pz.until
+	case g.pz.probing:
 	default:
 		decided, wake = false, now
 		if !g.nextSend.IsZero() && now.Before(g.nextSend) {
@@ -186,7 +201,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.paused || g.probe || g.probing || g.pace.step > 0 || !g.pausedUntil.IsZero() || !g.nextSend.IsZero() {
+	if g.pz.on || g.pz.probe || g.pz.probing || g.rf.pace.step > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() {
 		return false
 	}
 	return !g.hasQuotas()
@@ -199,15 +214,15 @@ func (g *gate) quiet() bool {
 func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	g.inflight++
 	g.storeWire()
-	if g.resumedAt.IsZero() {
+	if g.rf.resumed.IsZero() {
 		if now.IsZero() {
 			now = time.Now()
 		}
-		g.resumedAt = now // the first cycle starts with the first request
+		g.rf.resumed = now // the first cycle starts with the first request
 	}
-	*tk = ticket{probe: g.probe, ver: g.ver, pause: g.pauses, seen: g.answered, charge: *ch, at: now}
-	if g.probe {
-		g.probe, g.probing = false, true
+	*tk = ticket{probe: g.pz.probe, ver: g.ver, pause: g.pz.count, seen: g.rf.answered, charge: *ch, at: now}
+	if g.pz.probe {
+		g.pz.probe, g.pz.probing = false, true
 	}
 	next, wire := g.nextSend, g.onWire()
 	for i := range g.quotas[:g.nq] {
@@ -221,20 +236,20 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 			next = now.Add(d)
 		}
 	}
-	if g.pace.step > 0 && now.Add(g.pace.step).After(next) {
-		next = now.Add(g.pace.step)
+	if g.rf.pace.step > 0 && now.Add(g.rf.pace.step).After(next) {
+		next = now.Add(g.rf.pace.step)
 	}
 	g.nextSend = next
 }
 
 func (g *gate) pauseUntil(until time.Time) {
-	if until.After(g.pausedUntil) {
-		g.pausedUntil = until
+	if until.After(g.pz.until) {
+		g.pz.until = until
 	}
-	if !g.paused {
-		g.pauses++
+	if !g.pz.on {
+		g.pz.count++
 	}
-	g.paused, g.probe = true, true
+	g.pz.on, g.pz.probe = true, true
 }
 
 // enter lets the request declaring c through the gate now, writing its
@@ -330,12 +345,12 @@ func (g *gate) report(resumed bool) {
 // ahead. Zero means unknown (it waits for an answer). It changes nothing.
 // g.mu must be held.
 func (g *gate) due(now time.Time, p int) time.Time {
-	if g.probing {
+	if g.pz.probing {
 		return time.Time{}
 	}
 	at := now
-	if now.Before(g.pausedUntil) {
-		at = g.pausedUntil
+	if now.Before(g.pz.until) {
+		at = g.pz.until
 	}
 	if at.Before(g.nextSend) {
 		at = g.nextSend
@@ -352,11 +367,11 @@ func (g *gate) due(now time.Time, p int) time.Time {
 	}
 	ahead, _, _ := g.q.Ahead(p)
 	if ahead > 0 {
-		if g.probe || exhausted || g.pausedUntil.After(now) {
+		if g.pz.probe || exhausted || g.pz.until.After(now) {
 			// Behind a probe: its answer decides; we cannot tell.
 			return time.Time{}
 		}
-		step := g.pace.step
+		step := g.rf.pace.step
 		for i := range g.quotas[:g.nq] {
 			q := &g.quotas[i]
 			if a := q.avail(now, g.onWire()); q.known && !q.refill && !q.guessed && a > 0 && low(a, q.limit) {
@@ -430,7 +445,7 @@ func (g *gate) abort(tk *ticket) {
 func (g *gate) abortLocked(tk *ticket) {
 	g.settle(tk)
 	if tk.probe {
-		g.probe = true
+		g.pz.probe = true
 	}
 }
 
@@ -443,7 +458,7 @@ func (g *gate) settle(tk *ticket) {
 		g.quotas[i].unclaim(tk.charge[i])
 	}
 	if tk.probe {
-		g.probing = false
+		g.pz.probing = false
 	}
 }
 
@@ -509,9 +524,9 @@ func (g *gate) doneQuiet(tk *ticket) bool {
 		return false
 	}
 	g.settle(tk)
-	g.backoff = 0
-	g.okSince++
-	g.answered++
+	g.pz.backoff = 0
+	g.rf.ok++
+	g.rf.answered++
 	return true
 }
 
@@ -554,14 +569,14 @@ func (a *answer) limited() bool {
 // or a quota at zero whose reset is one, pauses the partition for
 // maxPause.
 func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
-	g.answered++
+	g.rf.answered++
 	if a.cls.Signal.Final() {
 		return time.Time{}
 	}
-	fresh := tk.pause == g.pauses // sent since the last pause began
+	fresh := tk.pause == g.pz.count // sent since the last pause began
 	limited := a.limited()
 	if limited || a.cls.Signal == headers.Overloaded {
-		d := max(g.delay(a.info, now), a.cls.MinWait)
+		d := max(g.ws.delay(a.info, now), a.cls.MinWait)
 		if a.far.any() {
 			d = g.maxPause
 		}
@@ -574,42 +589,42 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 		if d > 0 {
 			until := now.Add(min(d, g.maxPause))
-			if fresh && !a.far.any() && g.okSince > 0 && !g.resumedAt.IsZero() && g.unexplained(now) {
+			if fresh && !a.far.any() && g.rf.ok > 0 && !g.rf.resumed.IsZero() && g.unexplained(now) {
 				// A limit the server does not advertise: pace the
 				// partition, starting from how many requests the server
 				// took between the last pause and this one, and search
 				// on from there (aimd). The Retry-After sets the pause,
 				// never the pace.
-				m := min(until.Sub(g.resumedAt)/time.Duration(g.okSince), g.maxPause)
-				if g.pace.step == 0 {
-					g.pace.measured(m, d)
+				m := min(until.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause)
+				if g.rf.pace.step == 0 {
+					g.rf.pace.measured(m, d)
 				} else {
-					g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1, tk.seen > 0)
-					g.pace.step = min(g.pace.step, g.maxPause)
-					g.pace.penalty = d
+					g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+					g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
+					g.rf.pace.penalty = d
 				}
-				g.paceBeside = g.hasQuotas()
+				g.rf.beside = g.hasQuotas()
 			}
 			g.pauseUntil(until)
-			return g.pausedUntil
+			return g.pz.until
 		}
 		if !fresh {
 			// Sent before the pause this answer's siblings began: it tells
 			// us nothing new, and must not compound the backoff.
 			return time.Time{}
 		}
-		hold := g.pace.refused(now, g.resumedAt, g.okSince, g.inflight+1, tk.seen > 0)
-		g.waveStatus = a.status
-		g.pace.step = min(g.pace.step, g.maxPause)
-		g.backoff = min(max(2*g.backoff, g.pace.step, hold), g.maxPause)
-		g.pauseUntil(now.Add(g.backoff))
-		return g.pausedUntil
+		hold := g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		g.rf.waveStatus = a.status
+		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
+		g.pz.backoff = min(max(2*g.pz.backoff, g.rf.pace.step, hold), g.maxPause)
+		g.pauseUntil(now.Add(g.pz.backoff))
+		return g.pz.until
 	}
 	if a.status < 400 {
-		g.backoff = 0
-		g.okSince++
+		g.pz.backoff = 0
+		g.rf.ok++
 		if fresh {
-			g.pace.succeeded()
+			g.rf.pace.succeeded()
 		}
 	}
 	return g.learnQuotas(tk, a, now)
@@ -648,8 +663,8 @@ func (g *gate) unexplained(now time.Time) bool {
 			return false // a quota at zero explains it
 		}
 	}
-	again := !g.secondary.IsZero() && now.Sub(g.secondary) < secondaryMemory
-	g.secondary = now
+	again := !g.rf.secondary.IsZero() && now.Sub(g.rf.secondary) < secondaryMemory
+	g.rf.secondary = now
 	return again
 }
 
@@ -660,8 +675,8 @@ const secondaryMemory = 5 * time.Minute
 // learnQuotas applies the quotas an answer reports. It returns the end of
 // a pause a quota at zero started, or zero. g.mu must be held.
 func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
-	if tk.probe && !g.wsReset.IsZero() && a.status < 400 {
-		g.learnPhase(a, now)
+	if tk.probe && !g.ws.reset.IsZero() && a.status < 400 {
+		g.ws.learn(a, now)
 	}
 	var until time.Time
 	learned := false
@@ -679,7 +694,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 			reset = g.within(reset, now)
 		}
 		if !a.refill {
-			reset = g.resetFor(s, now)
+			reset = g.ws.resetFor(s, now)
 			if s.Remaining == 0 {
 				if reset.IsZero() {
 					if !a.far.reset {
@@ -710,7 +725,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		// was counted comes back and gives its claim back.
 		sent := tk.at
 		if sent.IsZero() {
-			sent = g.resumedAt // let through by a quiet gate: after its first request
+			sent = g.rf.resumed // let through by a quiet gate: after its first request
 		}
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, g.ver+1, sent, now)
 		learned = true
@@ -722,15 +737,15 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	if learned {
 		g.ver++
-		if a.status < 400 && !g.paceBeside {
+		if a.status < 400 && !g.rf.beside {
 			// The server has started to advertise its quotas: they
 			// pace the partition now.
-			g.pace = aimd{}
+			g.rf.pace = aimd{}
 		}
 	}
 	if !until.IsZero() {
 		g.pauseUntil(until)
-		return g.pausedUntil
+		return g.pz.until
 	}
 	return time.Time{}
 }
@@ -744,36 +759,6 @@ func (g *gate) within(t, now time.Time) time.Time {
 		return t
 	}
 	return minTime(t, now.Add(g.maxPause))
-}
-
-// learnPhase learns, from the answer a to the probe sent after a
-// whole-second reset (g.wsReset), when this server's whole-second resets
-// really come (resetFor). g.mu must be held.
-func (g *gate) learnPhase(a *answer, now time.Time) {
-	if q, ok := tightest(a.info); ok && q.Reset.After(g.wsReset) {
-		// The first request through after a whole-second reset, and it
-		// opened a new window: the server's reset had come by the time
-		// it was sent. Next time, send one round trip later than that:
-		// latency varies, and a window that starts when a request
-		// arrives ends later by as much as that request's way there
-		// took.
-		switch d := max(now.Sub(g.wsReset), 0); {
-		case d < time.Second:
-			g.phase = d
-		case !q.Reset.Before(g.wsReset.Add(2 * time.Second)):
-			// Sent a second or more after the reset, and its window
-			// ends two whole seconds or more after it: a window that
-			// started at this request (one that was already running
-			// would end within a second of it). Its end falls where
-			// the request fell in its second.
-			g.phase = d % time.Second
-		default:
-			// Sent a second or more after the reset (a Retry-After
-			// held it), into a window already running: it says nothing
-			// of where in their second this server's windows end.
-		}
-	}
-	g.wsReset, g.steps = time.Time{}, 0
 }
 
 // hasQuotas reports whether the gate follows any quota. g.mu must be held.
@@ -803,114 +788,6 @@ func (g *gate) slot(name string) *quota {
 	return q
 }
 
-// delay is Info.Delay with the sloppy-server rules of resetFor, and one
-// bound tightened by another: a quota at zero whose reset is written in
-// whole seconds (rounded up: the wait is within the second before it)
-// waits only as long as a Retry-After written finer than the second
-// (retry-after-ms, or fractional seconds) says, when that lies within
-// the same second — the two say the same, one more precisely.
-func (g *gate) delay(info headers.Info, now time.Time) time.Duration {
-	var d time.Duration
-	ra := time.Duration(-1)
-	if info.HasRetryAfter {
-		ra = info.RetryAfter
-	}
-	fine := ra > 0 && ra%time.Second != 0
-	for i := range info.Quotas {
-		if q := &info.Quotas[i]; q.Remaining == 0 {
-			if r := g.resetFor(q, now); !r.IsZero() {
-				dq := r.Sub(now)
-				if fine && wholeSeconds(q.Reset, now) && ra <= dq && ra > dq-time.Second-resetSlack {
-					dq = ra
-				}
-				d = max(d, dq)
-			}
-		}
-	}
-	return max(d, ra)
-}
-
-// tightest is the quota with the fewest units remaining.
-func tightest(info headers.Info) (headers.Quota, bool) {
-	var best headers.Quota
-	found := false
-	for _, q := range info.Quotas {
-		if q.Remaining < 0 {
-			continue
-		}
-		if !found || q.Remaining < best.Remaining ||
-			(q.Remaining == best.Remaining && q.Reset.After(best.Reset)) {
-			best, found = q, true
-		}
-	}
-	return best, found
-}
-
-// firstStep is the first wait before probing again after a whole-second
-// reset has passed while nothing remains; each refusal doubles it.
-const firstStep = 50 * time.Millisecond
-
-// resetFor is when a quota's reset really comes, allowing for sloppy
-// servers. Servers write resets in whole seconds, rounded down, so a whole
-// second R means a moment in [R, R+1s): before R the gate waits until R
-// plus the phase it has learned for this server (how far past the whole
-// second its resets fall: 0 for windows on the clock, up to a second for
-// windows that start at a client's first request); once R has passed while
-// nothing remains, it probes again after 50 ms, 100 ms, 200 ms, … up to
-// R+1s, and the probe that gets through teaches it the phase. Any other
-// reset that has passed while nothing remains means "not yet", not "no
-// information". A reset finer than the second is allowed resetSlack for its
-// rounding. g.mu must be held (Backoff uses a zero gate of its own).
-func (g *gate) resetFor(q *headers.Quota, now time.Time) time.Time {
-	r := q.Reset
-	if r.IsZero() {
-		return r
-	}
-	if r.Nanosecond() == 0 {
-		switch {
-		case r.After(now):
-			if q.Remaining == 0 {
-				g.wsReset = r
-			}
-			if g.phase == 0 {
-				return r
-			}
-			return r.Add(g.phase)
-		case q.Remaining == 0 && r.Add(time.Second).After(now):
-			end := r.Add(time.Second)
-			if !r.Equal(g.wsReset) {
-				g.wsReset, g.steps = r, 0
-				if t := r.Add(g.phase); g.phase > 0 && t.After(now) {
-					return t // the phase we learnt says when
-				}
-			}
-			step := firstStep << min(g.steps, 6)
-			g.steps++
-			return minTime(now.Add(step), end)
-		}
-	} else if r.After(now) {
-		return r.Add(resetSlack)
-	}
-	if q.Remaining == 0 {
-		return now.Add(notYet)
-	}
-	return r
-}
-
-// wholeSeconds reports whether a reset read at now was written in whole
-// seconds: as epoch seconds, or as seconds from now (headers.Parse adds
-// those to now). Such a reset is rounded, up or down, by up to a second.
-func wholeSeconds(reset, now time.Time) bool {
-	return reset.Nanosecond() == 0 || reset.Sub(now)%time.Second == 0
-}
-
-// resetSlack is added to a reset written finer than the second: fields
-// written to the millisecond (Reset-After: 0.25, epoch milliseconds) are
-// rounded, so the window may end up to that much after what they say, and
-// a request sent at the reset over a fast link would reach the server
-// while the old window is still full.
-const resetSlack = time.Millisecond
-
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
@@ -936,7 +813,7 @@ func (g *gate) neutral(now time.Time) bool {
 			return false
 		}
 	}
-	if g.q.Len() > 0 || g.inflight > 0 || g.probing || g.pausedUntil.After(now) || g.pace.step > 0 || g.phase > 0 {
+	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) || g.rf.pace.step > 0 || g.ws.phase > 0 {
 		return false
 	}
 	for i := range g.quotas[:g.nq] {

@@ -165,12 +165,12 @@ func (ps *partitions) evictOne(now time.Time) {
 func idle(g *gate, now time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.q.Len() > 0 || g.inflight > 0 || g.probing || g.pausedUntil.After(now) {
+	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) {
 		return false
 	}
 	for _, b := range g.buckets {
 		b.mu.Lock() // a partition's gate, then its buckets': as close does
-		busy := b.q.Len() > 0 || b.inflight > 0 || b.probing || b.pausedUntil.After(now)
+		busy := b.q.Len() > 0 || b.inflight > 0 || b.pz.probing || b.pz.until.After(now)
 		b.mu.Unlock()
 		if busy {
 			return false

@@ -44,8 +44,8 @@ func Backoff(waitMin, waitMax time.Duration, attemptNum int, resp *http.Response
 		if farHints(resp.Header, now).any() {
 			return waitMax
 		}
-		var g gate
-		d := max(g.delay(headers.Parse(resp.Header, now), now), Classify(resp).MinWait)
+		var w wholeSecond
+		d := max(w.delay(headers.Parse(resp.Header, now), now), Classify(resp).MinWait)
 		if d > 0 {
 			return min(max(d, waitMin), waitMax)
 		}

@@ -30,7 +30,7 @@ func (t *Transport) Stats() Stats {
 		s.Partitions++
 		s.Queued += g.q.Len()
 		s.InFlight += g.inflight
-		if g.pausedUntil.After(now) {
+		if g.pz.until.After(now) {
 			s.Paused++
 		}
 	}

@@ -1,0 +1,161 @@
+package throttle
+
+import (
+	"time"
+
+	"github.com/throttlekit/throttle/headers"
+)
+
+// wholeSecond learns when a server's resets written in whole seconds
+// really come. A whole second R means a moment in [R, R+1s) if the server
+// rounds down (most write epoch seconds so); where in that second its
+// windows end is the phase: 0 for windows on the clock, anything for
+// windows that start at a client's first request. Once a reset R has
+// passed while nothing remains, the gate probes again after 50 ms, 100 ms,
+// 200 ms, … up to R+1s, and the probe that gets through teaches the phase
+// (learn). Its zero value knows nothing. (A window that starts at a
+// client's first request is learnt better from the request that opened
+// it: span, in quota.go.)
+type wholeSecond struct {
+	reset time.Time     // the whole-second reset the current pause waits for
+	phase time.Duration // how long after its whole-second resets this server's really come
+	steps int           // probes refused since reset passed
+}
+
+// firstStep is the first wait before probing again after a whole-second
+// reset has passed while nothing remains; each refusal doubles it.
+const firstStep = 50 * time.Millisecond
+
+// resetFor is when a quota's reset really comes, allowing for sloppy
+// servers. Servers write resets in whole seconds, rounded down, so a whole
+// second R means a moment in [R, R+1s): before R the gate waits until R
+// plus the phase it has learned for this server (how far past the whole
+// second its resets fall: 0 for windows on the clock, up to a second for
+// windows that start at a client's first request); once R has passed while
+// nothing remains, it probes again after 50 ms, 100 ms, 200 ms, … up to
+// R+1s, and the probe that gets through teaches it the phase. Any other
+// reset that has passed while nothing remains means "not yet", not "no
+// information". A reset finer than the second is allowed resetSlack for its
+// rounding. (Backoff, which keeps no state, uses a zero wholeSecond.)
+func (w *wholeSecond) resetFor(q *headers.Quota, now time.Time) time.Time {
+	r := q.Reset
+	if r.IsZero() {
+		return r
+	}
+	if r.Nanosecond() == 0 {
+		switch {
+		case r.After(now):
+			if q.Remaining == 0 {
+				w.reset = r
+			}
+			if w.phase == 0 {
+				return r
+			}
+			return r.Add(w.phase)
+		case q.Remaining == 0 && r.Add(time.Second).After(now):
+			end := r.Add(time.Second)
+			if !r.Equal(w.reset) {
+				w.reset, w.steps = r, 0
+				if t := r.Add(w.phase); w.phase > 0 && t.After(now) {
+					return t // the phase we learnt says when
+				}
+			}
+			step := firstStep << min(w.steps, 6)
+			w.steps++
+			return minTime(now.Add(step), end)
+		}
+	} else if r.After(now) {
+		return r.Add(resetSlack)
+	}
+	if q.Remaining == 0 {
+		return now.Add(notYet)
+	}
+	return r
+}
+
+// wholeSeconds reports whether a reset read at now was written in whole
+// seconds: as epoch seconds, or as seconds from now (headers.Parse adds
+// those to now). Such a reset is rounded, up or down, by up to a second.
+func wholeSeconds(reset, now time.Time) bool {
+	return reset.Nanosecond() == 0 || reset.Sub(now)%time.Second == 0
+}
+
+// resetSlack is added to a reset written finer than the second: fields
+// written to the millisecond (Reset-After: 0.25, epoch milliseconds) are
+// rounded, so the window may end up to that much after what they say, and
+// a request sent at the reset over a fast link would reach the server
+// while the old window is still full.
+const resetSlack = time.Millisecond
+
+// delay is Info.Delay with the sloppy-server rules of resetFor, and one
+// bound tightened by another: a quota at zero whose reset is written in
+// whole seconds (rounded up: the wait is within the second before it)
+// waits only as long as a Retry-After written finer than the second
+// (retry-after-ms, or fractional seconds) says, when that lies within
+// the same second — the two say the same, one more precisely.
+func (w *wholeSecond) delay(info headers.Info, now time.Time) time.Duration {
+	var d time.Duration
+	ra := time.Duration(-1)
+	if info.HasRetryAfter {
+		ra = info.RetryAfter
+	}
+	fine := ra > 0 && ra%time.Second != 0
+	for i := range info.Quotas {
+		if q := &info.Quotas[i]; q.Remaining == 0 {
+			if r := w.resetFor(q, now); !r.IsZero() {
+				dq := r.Sub(now)
+				if fine && wholeSeconds(q.Reset, now) && ra <= dq && ra > dq-time.Second-resetSlack {
+					dq = ra
+				}
+				d = max(d, dq)
+			}
+		}
+	}
+	return max(d, ra)
+}
+
+// learn learns, from the answer a to the probe sent after a
+// whole-second reset (w.reset), when this server's whole-second resets
+// really come (resetFor).
+func (w *wholeSecond) learn(a *answer, now time.Time) {
+	if q, ok := tightest(a.info); ok && q.Reset.After(w.reset) {
+		// The first request through after a whole-second reset, and it
+		// opened a new window: the server's reset had come by the time
+		// it was sent. Next time, send one round trip later than that:
+		// latency varies, and a window that starts when a request
+		// arrives ends later by as much as that request's way there
+		// took.
+		switch d := max(now.Sub(w.reset), 0); {
+		case d < time.Second:
+			w.phase = d
+		case !q.Reset.Before(w.reset.Add(2 * time.Second)):
+			// Sent a second or more after the reset, and its window
+			// ends two whole seconds or more after it: a window that
+			// started at this request (one that was already running
+			// would end within a second of it). Its end falls where
+			// the request fell in its second.
+			w.phase = d % time.Second
+		default:
+			// Sent a second or more after the reset (a Retry-After
+			// held it), into a window already running: it says nothing
+			// of where in their second this server's windows end.
+		}
+	}
+	w.reset, w.steps = time.Time{}, 0
+}
+
+// tightest is the quota with the fewest units remaining.
+func tightest(info headers.Info) (headers.Quota, bool) {
+	var best headers.Quota
+	found := false
+	for _, q := range info.Quotas {
+		if q.Remaining < 0 {
+			continue
+		}
+		if !found || q.Remaining < best.Remaining ||
+			(q.Remaining == best.Remaining && q.Reset.After(best.Reset)) {
+			best, found = q, true
+		}
+	}
+	return best, found
+}
