@@ -75,7 +75,6 @@ type refusals struct {
 	ok         int       // successful responses since resumed
 	answered   int64     // answers learned from so far
 	waveStatus int       // the status of the first refusal, while the pace's wave is pending
-	secondary  time.Time // the last refusal with a wait that the quotas did not explain
 	beside     bool      // pace was learnt beside quotas, from refusals they did not explain
 }
 
@@ -589,21 +588,26 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 		if d > 0 {
 			until := now.Add(min(d, g.maxPause))
-			if fresh && !a.far.any() && g.rf.ok > 0 && !g.rf.resumed.IsZero() && g.unexplained(now) {
+			if fresh && !a.far.any() && g.rf.ok > 0 && !g.rf.resumed.IsZero() && g.unexplained() {
 				// A limit the server does not advertise: pace the
 				// partition, starting from how many requests the server
 				// took between the last pause and this one, and search
 				// on from there (aimd). The Retry-After sets the pause,
 				// never the pace.
 				m := min(until.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause)
-				if g.rf.pace.step == 0 {
+				beside := g.hasQuotas()
+				switch {
+				case g.rf.pace.step == 0:
 					g.rf.pace.measured(m, d)
-				} else {
+				default:
 					g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
 					g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
 					g.rf.pace.penalty = d
+					if beside {
+						g.rf.pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
+					}
 				}
-				g.rf.beside = g.hasQuotas()
+				g.rf.beside = beside
 			}
 			g.pauseUntil(until)
 			return g.pz.until
@@ -649,28 +653,18 @@ func (g *gate) tighten(a *answer, until time.Time) {
 	}
 }
 
-// unexplained reports whether a refusal that asked for a wait, answered
-// at now, teaches a pace: the server advertises no quota, or it does but
-// refused while its quotas had room — a limit it keeps to itself (GitHub's
-// secondary limits) — for the second time within secondaryMemory. The
-// first such refusal only pauses: one may be a fluke. g.mu must be held.
-func (g *gate) unexplained(now time.Time) bool {
-	if !g.hasQuotas() {
-		return true
-	}
+// unexplained reports whether a refusal that asked for a wait teaches a
+// pace: the server advertises no quota, or it does but refused while its
+// quotas had room — a limit it keeps to itself (GitHub's secondary
+// limits). g.mu must be held.
+func (g *gate) unexplained() bool {
 	for i := range g.quotas[:g.nq] {
 		if q := &g.quotas[i]; q.known && !q.concurrent() && q.rmin <= 0 {
 			return false // a quota at zero explains it
 		}
 	}
-	again := !g.rf.secondary.IsZero() && now.Sub(g.rf.secondary) < secondaryMemory
-	g.rf.secondary = now
-	return again
+	return true
 }
-
-// secondaryMemory is how long a refusal the quotas do not explain is
-// remembered: a second one within it paces the partition.
-const secondaryMemory = 5 * time.Minute
 
 // learnQuotas applies the quotas an answer reports. It returns the end of
 // a pause a quota at zero started, or zero. g.mu must be held.
