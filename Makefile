@@ -3,11 +3,11 @@ GO         ?= go
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME   ?= 10s
 
-# The nested modules: the Prometheus collectors, the service that serves
-# them, and the gRPC interceptors (each with a replace of the library for
-# local development; the library's module requires neither Prometheus nor
-# gRPC).
-MODULES    = metrics/throttleprom cmd/ratelimitd grpcthrottle
+# The nested modules: the Prometheus collectors, the OpenTelemetry
+# instruments, the service that serves them, and the gRPC interceptors
+# (each with a replace of the library for local development; the
+# library's module requires none of Prometheus, OpenTelemetry, gRPC).
+MODULES    = metrics/throttleprom metrics/throttleotel cmd/ratelimitd grpcthrottle
 
 .PHONY: test bench fuzz lint demo demo-fleet service redis-server proxies
 
