@@ -211,13 +211,10 @@ type clientStream struct {
 // start arms the stream's end: outer is the body the Transport returned.
 func (s *clientStream) start(outer io.Closer) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.outer = outer
-	ended := s.ended
-	s.mu.Unlock()
-	if ended {
-		outer.Close()
-		return
-	}
+	// The stream ends when its context does, if not before (its callback
+	// waits for the lock: stop is set before it can read it).
 	s.stop = context.AfterFunc(s.Context(), func() { s.end(nil) })
 }
 

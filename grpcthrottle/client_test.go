@@ -288,3 +288,26 @@ func indexOf(xs []int, x int) int {
 }
 
 var _ = errdetails.RetryInfo{}
+
+// TestStreamHoldsItsConcurrencyPermitUntilItEnds: with a concurrency
+// limit of 1, a stream read to its end gives its permit back, and so does
+// one abandoned by cancelling its context; one still open holds it.
+func TestStreamHoldsItsConcurrencyPermitUntilItEnds(t *testing.T) {
+	addr := serve(t)
+	l := limiters.NewConcurrency(1)
+	c := grpcthrottle.NewClient(grpcthrottle.WithLimiter(l), grpcthrottle.WithMaxWait(50*time.Millisecond))
+	defer c.Close()
+	cc := dial(t, addr, grpc.WithUnaryInterceptor(c.Unary), grpc.WithStreamInterceptor(c.Stream))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 3 {
+		require.NoError(t, watch(ctx, cc), "the last one's permit came back")
+	}
+	sctx, scancel := context.WithCancel(ctx)
+	_, err := cc.NewStream(sctx, watchDesc, watchMethod)
+	require.NoError(t, err)
+	assert.ErrorIs(t, ping(ctx, cc), limiters.ErrRateLimited, "the open stream holds the permit")
+	scancel()
+	require.Eventually(t, func() bool { return l.Stats().Available == 1 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, ping(ctx, cc))
+}
