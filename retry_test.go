@@ -294,3 +294,26 @@ func TestRetryableClientReportsALongWait(t *testing.T) {
 	assert.InDelta(t, (5 * time.Hour).Seconds(), rej.RetryAfter.Seconds(), 2)
 	assert.Equal(t, 1, calls, "not retried")
 }
+
+// FuzzUnifiedReset: any values of Anthropic's unified fields give no
+// panic, and a reset only in the future and within a year.
+func FuzzUnifiedReset(f *testing.F) {
+	f.Add("rejected", "1775455200", "5h", "allowed")
+	f.Add("REJECTED ", "99999999999999999999", "", "rejected")
+	f.Add("allowed_warning", "-5", "7d", "rejected")
+	now := time.Unix(1775000000, 0)
+	f.Fuzz(func(t *testing.T, status, reset, window, wstatus string) {
+		h := http.Header{}
+		h.Set("Anthropic-Ratelimit-Unified-Status", status)
+		h.Set("Anthropic-Ratelimit-Unified-Reset", reset)
+		h["anthropic-ratelimit-unified-"+window+"-status"] = []string{wstatus}
+		h["anthropic-ratelimit-unified-"+window+"-reset"] = []string{reset}
+		r, ok := unifiedReset(h, now)
+		if ok && (!r.After(now) || r.After(now.Add(366*24*time.Hour))) {
+			t.Fatalf("reset %v out of (now, now+366d]", r)
+		}
+		if !ok && !r.IsZero() {
+			t.Fatalf("no reset, but %v", r)
+		}
+	})
+}

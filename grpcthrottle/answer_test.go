@@ -86,3 +86,36 @@ func TestAnswer(t *testing.T) {
 		})
 	}
 }
+
+// FuzzAnswer: any pushback trailer and RetryInfo give no panic, and a
+// wait, when there is one, that headers.Parse reads as a Retry-After
+// within a year.
+func FuzzAnswer(f *testing.F) {
+	f.Add(int32(8), int64(1), int32(500), "250")
+	f.Add(int32(14), int64(-1), int32(-5), "-1")
+	f.Add(int32(14), int64(1<<62), int32(999999999), "99999999999999999999")
+	f.Fuzz(func(t *testing.T, code int32, secs int64, nanos int32, pushback string) {
+		c := codes.Code(uint32(code) % 17)
+		if c == codes.OK {
+			c = codes.ResourceExhausted // an OK status has no details
+		}
+		st, err := status.New(c, "x").WithDetails(&errdetails.RetryInfo{RetryDelay: &durationpb.Duration{Seconds: secs, Nanos: nanos}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := answer(st.Err(), nil, metadata.MD{pushbackKey: {pushback}})
+		if resp == nil {
+			if err == nil {
+				t.Fatal("neither an answer nor an error")
+			}
+			return
+		}
+		if v := resp.Header.Get("Retry-After-Ms"); v != "" {
+			// Read, or beyond the year headers.Parse reads (the
+			// Transport then pauses for its WithMaxPause).
+			if info := headers.Parse(resp.Header, time.Now()); info.RetryAfter < 0 || (!info.HasRetryAfter && len(v) < 11) {
+				t.Fatalf("Retry-After-Ms %q read as %+v", v, info)
+			}
+		}
+	})
+}
