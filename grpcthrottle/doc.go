@@ -9,7 +9,8 @@
 // refuses: RESOURCE_EXHAUSTED or UNAVAILABLE with google.rpc.RetryInfo
 // (how long to wait), google.rpc.QuotaFailure (which quota), the
 // grpc-retry-pushback-ms trailer, and rate-limit fields sent as metadata
-// (x-ratelimit-*, the IETF RateLimit fields, ...):
+// (x-ratelimit-*, the IETF RateLimit fields, ...; a unary call's header
+// and trailer, a failed stream's trailer):
 //
 //	c := grpcthrottle.NewClient(grpcthrottle.WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(10), 10)))
 //	defer c.Close()
