@@ -77,7 +77,7 @@ func attrs(s attribute.Set) string {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, string(kv.Key)+"="+kv.Value.Emit()...)
+		b = append(b, string(kv.Key)+"="+kv.Value.String()...)
 	}
 	return string(b)
 }
