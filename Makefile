@@ -3,9 +3,11 @@ GO         ?= go
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME   ?= 10s
 
-# The nested modules: the Prometheus collectors, and the service that
-# serves them (each with a replace of the library for local development).
-MODULES    = metrics/throttleprom cmd/ratelimitd
+# The nested modules: the Prometheus collectors, the OpenTelemetry
+# instruments, the service that serves them, and the gRPC interceptors
+# (each with a replace of the library for local development; the
+# library's module requires none of Prometheus, OpenTelemetry, gRPC).
+MODULES    = metrics/throttleprom metrics/throttleotel cmd/ratelimitd grpcthrottle
 
 .PHONY: test bench fuzz lint demo demo-fleet service redis-server proxies
 
@@ -18,6 +20,8 @@ test: redis-server proxies
 		echo "go-redis is imported by a package that must not import it"; exit 1; fi
 	@if $(GO) list -deps ./... | grep -q 'prometheus'; then \
 		echo "the library's module must not import Prometheus (metrics/throttleprom does)"; exit 1; fi
+	@if grep -q 'google.golang.org/grpc' go.mod; then \
+		echo "the library's module must not require gRPC (grpcthrottle does)"; exit 1; fi
 	THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...
 	@set -e; for m in $(MODULES); do \
 		(cd $$m && $(GO) vet ./... && THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...); \

@@ -89,6 +89,11 @@
 //   - Final refusals (OpenAI's insufficient_quota, a request too large)
 //     neither pause nor teach anything: see Classify. An IETF quota whose
 //     unit is concurrent-requests bounds the requests in flight.
+//   - Streams that say stop after their 200: in a text/event-stream body,
+//     an error event reporting an overload (Anthropic's overloaded_error,
+//     OpenAI's server_is_overloaded) is learned, when the body reaches
+//     it, as a 529, and one reporting a rate limit (rate_limit_error,
+//     rate_limit_exceeded) as a 429. The body reads through unchanged.
 //   - Servers are sloppy, and the Transport allows for it: HTTP dates with
 //     "UTC" for "GMT"; resets rounded down to the second (a whole-second
 //     reset R is taken as a moment in [R, R+1s): the Transport learns each
@@ -135,7 +140,10 @@
 // caller's base RoundTripper under hashicorp/go-retryablehttp, with Backoff
 // (which honours every header format Parse knows and always waits between
 // RetryWaitMin and RetryWaitMax) and CheckRetry (which does not retry our
-// own refusals nor final ones, and obeys x-should-retry), so retries wait
-// in the same queue as everything else. It logs nothing unless given
+// own refusals nor final ones, and obeys x-should-retry; a refusal that
+// asks for longer than DefaultMaxPause, such as a subscription's window
+// spent for hours, it reports as a *limiters.RejectedError carrying the
+// wait instead of sleeping on it), so retries wait in the same queue as
+// everything else. It logs nothing unless given
 // WithLogger.
 package throttle

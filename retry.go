@@ -3,7 +3,10 @@ package throttle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -69,7 +72,15 @@ func Backoff(waitMin, waitMax time.Duration, attemptNum int, resp *http.Response
 //     good, such as OpenAI's insufficient_quota, or a request too large):
 //     no wait can cure those;
 //   - it retries a rate limit whatever its status, such as GitHub's 403
-//     secondary and primary limits.
+//     secondary and primary limits;
+//   - it does not retry a refusal that asks for a wait longer than
+//     DefaultMaxPause — a Retry-After of hours, a quota at zero until
+//     tomorrow, or a subscription's window spent for hours (Anthropic's
+//     anthropic-ratelimit-unified-status: rejected, with its
+//     anthropic-ratelimit-unified-reset): it reports the wait instead of
+//     sleeping on it, as a *limiters.RejectedError (errors.Is
+//     limiters.ErrRateLimited) whose RetryAfter is the wait, wrapped in
+//     the error the client's Do returns.
 //
 // A cancelled context is never retried.
 func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
@@ -79,6 +90,13 @@ func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 	}
 	if ctx.Err() != nil || resp == nil {
 		return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+	}
+	if wait, ok := longWait(resp, time.Now()); ok {
+		return false, &limiters.RejectedError{
+			Limiter:    "server",
+			RetryAfter: wait,
+			Reason:     fmt.Sprintf("the server's quota is spent for longer than %v: a retry must wait", DefaultMaxPause),
+		}
 	}
 	c := Classify(resp)
 	switch {
@@ -126,4 +144,63 @@ func NewRetryableClient(base http.RoundTripper, opts ...Option) *retryablehttp.C
 	c.Backoff = Backoff
 	c.CheckRetry = CheckRetry
 	return c
+}
+
+// longWait reports the wait a refusal asks for when it is longer than
+// DefaultMaxPause: too long for a retry layer to sleep on. It reads every
+// format headers.Parse knows, and the subscription-style fields of
+// Anthropic's unified limits (see unifiedReset).
+func longWait(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if resp.StatusCode < 400 {
+		return 0, false
+	}
+	var w wholeSecond
+	d := w.delay(headers.Parse(resp.Header, now), now)
+	if r, ok := unifiedReset(resp.Header, now); ok {
+		d = max(d, r.Sub(now))
+	}
+	return d, d > DefaultMaxPause
+}
+
+// unifiedReset reads Anthropic's unified limits, sent to subscription
+// clients (Claude plans) rather than API keys, and not in Anthropic's API
+// reference; their form is what those servers send:
+//
+//	anthropic-ratelimit-unified-status: rejected        (allowed, allowed_warning, rejected)
+//	anthropic-ratelimit-unified-reset: 1775455200       (epoch seconds)
+//	anthropic-ratelimit-unified-5h-status: rejected     (per window: 5h, 7d, ...)
+//	anthropic-ratelimit-unified-5h-reset: 1775455200
+//
+// It returns when a rejected limit resets: the overall reset when the
+// overall status is rejected, else the latest reset of a rejected window.
+// A reset in the past or more than 366 days ahead is ignored.
+func unifiedReset(h http.Header, now time.Time) (time.Time, bool) {
+	const prefix = "anthropic-ratelimit-unified-"
+	var until time.Time
+	rejected := func(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "rejected") }
+	reset := func(v string) time.Time {
+		sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || sec <= now.Unix() || sec > now.Add(366*24*time.Hour).Unix() {
+			return time.Time{}
+		}
+		return time.Unix(sec, 0)
+	}
+	if rejected(h.Get(prefix + "status")) {
+		if r := reset(h.Get(prefix + "reset")); !r.IsZero() {
+			return r, true
+		}
+	}
+	for k, vs := range h {
+		if len(k) <= len(prefix) || !strings.EqualFold(k[:len(prefix)], prefix) || len(vs) == 0 {
+			continue
+		}
+		window, ok := strings.CutSuffix(strings.ToLower(k[len(prefix):]), "-status")
+		if !ok || window == "" || !rejected(vs[0]) {
+			continue
+		}
+		if r := reset(h.Get(prefix + window + "-reset")); r.After(until) {
+			until = r
+		}
+	}
+	return until, !until.IsZero()
 }

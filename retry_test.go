@@ -223,3 +223,97 @@ func TestNewRetryableClientLogsOnlyWhenAsked(t *testing.T) {
 		assert.Contains(t, out, "partition=api.test")
 	})
 }
+
+// TestLongWaitIsFinalForTheRetryLayer: a refusal that asks for hours —
+// a Retry-After of five hours, a quota at zero until tomorrow, or
+// Anthropic's subscription limits rejected until their window resets —
+// is not retried: CheckRetry reports the wait, as a *limiters.RejectedError.
+func TestLongWaitIsFinalForTheRetryLayer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		epoch := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
+		resp := func(status int, kv ...string) *http.Response {
+			h := http.Header{}
+			for i := 0; i < len(kv); i += 2 {
+				h.Add(kv[i], kv[i+1])
+			}
+			return &http.Response{StatusCode: status, Header: h, Body: http.NoBody}
+		}
+		for _, tc := range []struct {
+			name  string
+			resp  *http.Response
+			final bool
+			wait  time.Duration
+		}{
+			{"retry-after of hours", resp(429, "Retry-After", "18000"), true, 5 * time.Hour},
+			{"quota at zero until tomorrow", resp(429, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(20*time.Hour)), true, 20 * time.Hour},
+			{"unified rejected", resp(429, "anthropic-ratelimit-unified-status", "rejected", "anthropic-ratelimit-unified-reset", epoch(3*time.Hour),
+				"anthropic-ratelimit-unified-representative-claim", "five_hour"), true, 3 * time.Hour},
+			{"unified window rejected", resp(429, "Anthropic-Ratelimit-Unified-7d-Status", "rejected", "Anthropic-Ratelimit-Unified-7d-Reset", epoch(50*time.Hour),
+				"anthropic-ratelimit-unified-5h-status", "allowed", "anthropic-ratelimit-unified-5h-reset", epoch(90*time.Hour)), true, 50 * time.Hour},
+			{"unified rejected soon", resp(429, "anthropic-ratelimit-unified-status", "rejected", "anthropic-ratelimit-unified-reset", epoch(2*time.Minute)), false, 0},
+			{"unified allowed", resp(429, "anthropic-ratelimit-unified-status", "allowed_warning", "anthropic-ratelimit-unified-reset", epoch(3*time.Hour)), false, 0},
+			{"unified garbage", resp(429, "anthropic-ratelimit-unified-status", "rejected", "anthropic-ratelimit-unified-reset", "tomorrow"), false, 0},
+			{"retry-after of a minute", resp(429, "Retry-After", "60"), false, 0},
+			{"a success says nothing final", resp(200, "anthropic-ratelimit-unified-status", "rejected", "anthropic-ratelimit-unified-reset", epoch(3*time.Hour)), false, 0},
+		} {
+			retry, err := CheckRetry(t.Context(), tc.resp, nil)
+			if !tc.final {
+				assert.Nil(t, err, tc.name)
+				continue
+			}
+			assert.False(t, retry, tc.name)
+			var rej *limiters.RejectedError
+			require.ErrorAs(t, err, &rej, tc.name)
+			assert.Equal(t, tc.wait, rej.RetryAfter, tc.name)
+			assert.ErrorIs(t, err, limiters.ErrRateLimited)
+		}
+	})
+}
+
+// TestRetryableClientReportsALongWait: a client made by
+// NewRetryableClient gets a 5-hour Retry-After once, and returns at once
+// with the wait instead of sleeping on it or retrying.
+func TestRetryableClientReportsALongWait(t *testing.T) {
+	var calls int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		w.Header().Set("Retry-After", "18000")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	c := NewRetryableClient(srv.Client().Transport)
+	defer c.HTTPClient.Transport.(*Transport).Close()
+	defer c.HTTPClient.CloseIdleConnections()
+	start := time.Now()
+	_, err := c.Get(srv.URL)
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	var rej *limiters.RejectedError
+	require.ErrorAs(t, err, &rej)
+	assert.InDelta(t, (5 * time.Hour).Seconds(), rej.RetryAfter.Seconds(), 2)
+	assert.Equal(t, 1, calls, "not retried")
+}
+
+// FuzzUnifiedReset: any values of Anthropic's unified fields give no
+// panic, and a reset only in the future and within a year.
+func FuzzUnifiedReset(f *testing.F) {
+	f.Add("rejected", "1775455200", "5h", "allowed")
+	f.Add("REJECTED ", "99999999999999999999", "", "rejected")
+	f.Add("allowed_warning", "-5", "7d", "rejected")
+	now := time.Unix(1775000000, 0)
+	f.Fuzz(func(t *testing.T, status, reset, window, wstatus string) {
+		h := http.Header{}
+		h.Set("Anthropic-Ratelimit-Unified-Status", status)
+		h.Set("Anthropic-Ratelimit-Unified-Reset", reset)
+		h["anthropic-ratelimit-unified-"+window+"-status"] = []string{wstatus}
+		h["anthropic-ratelimit-unified-"+window+"-reset"] = []string{reset}
+		r, ok := unifiedReset(h, now)
+		if ok && (!r.After(now) || r.After(now.Add(366*24*time.Hour))) {
+			t.Fatalf("reset %v out of (now, now+366d]", r)
+		}
+		if !ok && !r.IsZero() {
+			t.Fatalf("no reset, but %v", r)
+		}
+	})
+}

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"mime"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,7 +30,9 @@ func (t *Transport) watch(g *gate, resp *http.Response) {
 		l.Listen(func(status int, h http.Header) { learnLate(g, status, h, nil) })
 		return
 	}
-	if isEventStream(resp.Header.Get("Content-Type")) {
+	// The map read, not Header.Get: every response passes here, and
+	// net/http's header keys are canonical already.
+	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
 		resp.Body = &sseBody{rc: resp.Body, g: g}
 	}
 }
@@ -52,12 +54,15 @@ func learnLate(g *gate, status int, h http.Header, body []byte) {
 	a.free()
 }
 
+// isEventStream reports whether a Content-Type is text/event-stream,
+// with or without parameters, in any case.
 func isEventStream(ct string) bool {
-	if ct == "" {
+	const mt = "text/event-stream"
+	if len(ct) < len(mt) || !strings.EqualFold(ct[:len(mt)], mt) {
 		return false
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "text/event-stream"
+	rest := strings.TrimLeft(ct[len(mt):], " \t")
+	return rest == "" || rest[0] == ';'
 }
 
 // sseBody passes a text/event-stream body through unchanged and reads its

@@ -217,3 +217,17 @@ func FuzzSSEScanner(f *testing.F) {
 		}
 	})
 }
+
+func TestIsEventStream(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"text/event-stream":                true,
+		"text/event-stream; charset=utf-8": true,
+		"Text/Event-Stream ;charset=utf-8": true,
+		"text/event-streams":               false,
+		"application/json":                 false,
+		"":                                 false,
+		"text/event":                       false,
+	} {
+		assert.Equal(t, want, isEventStream(ct), ct)
+	}
+}
