@@ -173,12 +173,18 @@ func (g *gate) bucket(name string, r route) *gate {
 }
 
 // observe learns from an answer to a request another gate let through
-// (the partition's own gate, before the request's bucket was known). Such
-// an answer may be older than what the gate learned since: within a
-// window, it can only lower the count.
-func (g *gate) observe(a *answer, now time.Time) {
+// (the partition's own gate, before the request's bucket was known; pause
+// -1), or from one that came late (a stream's error event, after pause
+// pauses had begun). Such an answer may be older than what the gate
+// learned since: within a window, it can only lower the count. One
+// another gate let through cannot tell when it was sent, so it is taken
+// as sent before the last pause began: a wave of refusals sent before the
+// bucket was known pauses it once, rather than each refusal slowing its
+// pace again (a pace doubled eight times by one wave, seen with GitHub's
+// secondary limits and 50 goroutines).
+func (g *gate) observe(a *answer, pause int64, now time.Time) {
 	g.mu.Lock()
-	paused := g.learn(&ticket{ver: -1, pause: g.pz.count}, a, now)
+	paused := g.learn(&ticket{ver: -1, pause: pause}, a, now)
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
 	if !paused.IsZero() && g.emit != nil {

@@ -21,26 +21,29 @@ import (
 // would from a response that said them in its status and header.
 
 // watch wraps resp.Body, if it may carry a late answer, so that g learns
-// the answer when it comes. g is the gate that let the request through.
-func (t *Transport) watch(g *gate, resp *http.Response) {
+// the answer when it comes. g is the gate that let the request through,
+// after pause pauses had begun (its ticket's).
+func (t *Transport) watch(g *gate, pause int64, resp *http.Response) {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return
 	}
 	if l, ok := resp.Body.(streamhook.Late); ok {
-		l.Listen(func(status int, h http.Header) { learnLate(g, status, h, nil) })
+		l.Listen(func(status int, h http.Header) { learnLate(g, pause, status, h, nil) })
 		return
 	}
 	// The map read, not Header.Get: every response passes here, and
 	// net/http's header keys are canonical already.
 	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
-		resp.Body = &sseBody{rc: resp.Body, g: g}
+		resp.Body = &sseBody{rc: resp.Body, g: g, pause: pause}
 	}
 }
 
 // learnLate makes g learn a late answer with this status, header (nil
 // for none) and body (what Classify reads: an error object, or nil), as
-// from a response to a request sent before the answers it learned since.
-func learnLate(g *gate, status int, h http.Header, body []byte) {
+// from a response to a request sent before the answers it learned since,
+// after pause pauses had begun: if one has begun since, the answer
+// pauses but teaches no pace, as an answer that came back late would.
+func learnLate(g *gate, pause int64, status int, h http.Header, body []byte) {
 	if h == nil {
 		h = http.Header{}
 	}
@@ -50,7 +53,7 @@ func learnLate(g *gate, status int, h http.Header, body []byte) {
 	if status >= 400 || len(a.info.Quotas) > 0 || a.info.HasRetryAfter {
 		g.heard.Store(true)
 	}
-	g.observe(&a, now)
+	g.observe(&a, pause, now)
 	a.free()
 }
 
@@ -69,10 +72,11 @@ func isEventStream(ct string) bool {
 // events on the way: the first that reports an overload or a rate limit
 // is learned by g, as a 529 or a 429 with that event's data as its body.
 type sseBody struct {
-	rc   io.ReadCloser
-	g    *gate
-	scan sseScanner
-	done atomic.Bool // a signal was learned: read no further
+	rc    io.ReadCloser
+	g     *gate
+	pause int64 // the request's ticket's (learnLate)
+	scan  sseScanner
+	done  atomic.Bool // a signal was learned: read no further
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
@@ -80,7 +84,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 	if n > 0 && !b.done.Load() {
 		if status, data := b.scan.feed(p[:n]); status != 0 {
 			b.done.Store(true)
-			learnLate(b.g, status, nil, data)
+			learnLate(b.g, b.pause, status, nil, data)
 		}
 	}
 	return n, err

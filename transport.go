@@ -290,7 +290,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if g != nil {
-		t.watch(g, resp) // an answer that comes later: stream.go
+		t.watch(g, tk.pause, resp) // an answer that comes later: stream.go
 	}
 	if t.holds {
 		if resp.Body == nil || resp.Body == http.NoBody {
@@ -360,7 +360,7 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 	// bucket in between would see the claim gone and the count not yet
 	// lowered (TestInFlightRequestsCountAgainstRemaining, 7 runs in 200
 	// under -race).
-	lg.observe(&a, now)
+	lg.observe(&a, -1, now)
 	g.done(tk, nil, now)
 }
 
