@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,4 +311,36 @@ func TestStreamHoldsItsConcurrencyPermitUntilItEnds(t *testing.T) {
 	scancel()
 	require.Eventually(t, func() bool { return l.Stats().Available == 1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, ping(ctx, cc))
+}
+
+// TestPauseRefusesWithRateLimited: once a server's RetryInfo has paused
+// the partition for a minute, a call bounded by WithMaxWait fails at
+// once, unsent, matching limiters.ErrRateLimited; another target's
+// partition is not held.
+func TestPauseRefusesWithRateLimited(t *testing.T) {
+	var calls atomic.Int32
+	refuse := grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		calls.Add(1)
+		return nil, (&windowServer{}).refusal(time.Minute)
+	})
+	paused, other := serve(t, refuse), serve(t)
+	var pl pauseLog
+	c := grpcthrottle.NewClient(grpcthrottle.WithMaxWait(100*time.Millisecond), grpcthrottle.WithObserver(pl.observe))
+	defer c.Close()
+	cc := dial(t, paused, grpc.WithUnaryInterceptor(c.Unary))
+	cc2 := dial(t, other, grpc.WithUnaryInterceptor(c.Unary))
+	ctx := context.Background()
+	err := ping(ctx, cc)
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "the server's refusal")
+	assert.False(t, errors.Is(err, limiters.ErrRateLimited), "is the server's own error")
+	require.Len(t, pl.p, 1)
+	assert.InDelta(t, time.Minute.Seconds(), time.Until(pl.p[0].until).Seconds(), 5)
+
+	start := time.Now()
+	err = ping(ctx, cc)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.ErrorIs(t, err, limiters.ErrRateLimited)
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+	assert.EqualValues(t, 1, calls.Load(), "not sent")
+	assert.NoError(t, ping(ctx, cc2), "another target is another partition")
 }

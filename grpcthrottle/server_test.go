@@ -140,3 +140,41 @@ func TestClientLearnsFromServerInterceptor(t *testing.T) {
 	t.Logf("%d refused of 20, %d pauses", refused, len(pl.p))
 	assert.LessOrEqual(t, refused, 2)
 }
+
+// TestServerInterceptorWithPolicy: a Policy's endpoint patterns match the
+// full method ("POST /pkg.Service/Method"): Ping has its own limit of 2,
+// the rest the plan's default; a refusal names the violated policy in its
+// QuotaFailure.
+func TestServerInterceptorWithPolicy(t *testing.T) {
+	p, err := server.NewPolicy(server.PolicyConfig{Plans: map[string]server.Plan{"only": {
+		Endpoints: map[string]server.Rule{"POST " + pingMethod: {Limits: []limiters.Spec{
+			{Algorithm: limiters.AlgFixedWindow, Limit: 2, Window: time.Hour},
+		}}},
+		Default: &server.Rule{Limits: []limiters.Spec{{Algorithm: limiters.AlgFixedWindow, Limit: 4, Window: time.Hour}}},
+	}}})
+	require.NoError(t, err)
+	defer p.Close()
+	rl := server.New(nil, server.WithPolicy(p))
+	addr := serve(t, grpc.UnaryInterceptor(grpcthrottle.UnaryServerInterceptor(rl)),
+		grpc.StreamInterceptor(grpcthrottle.StreamServerInterceptor(rl)))
+	cc := dial(t, addr)
+	ctx := context.Background()
+	for range 2 {
+		require.NoError(t, ping(ctx, cc))
+	}
+	err = ping(ctx, cc)
+	st := status.Convert(err)
+	require.Equal(t, codes.ResourceExhausted, st.Code(), "%v", err)
+	var qf *errdetails.QuotaFailure
+	for _, d := range st.Details() {
+		if d, ok := d.(*errdetails.QuotaFailure); ok {
+			qf = d
+		}
+	}
+	require.NotNil(t, qf)
+	assert.NotEmpty(t, qf.GetViolations()[0].GetSubject(), "the violated policy")
+	for range 4 {
+		require.NoError(t, watch(ctx, cc), "Watch falls under the default rule")
+	}
+	assert.Equal(t, codes.ResourceExhausted, status.Code(watch(ctx, cc)))
+}
