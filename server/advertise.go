@@ -210,6 +210,9 @@ func (s *stage) appendLimits(ctx context.Context, caller string, refused bool, i
 	// One limit, from the set's Decision.
 	d := s.d
 	l := headers.Limit{Name: set.aggregate, Quota: int64(max(d.Limit, 0)), Remaining: int64(max(d.Remaining, 0)), Reset: d.ResetAfter}
+	if d.Remaining >= d.Limit {
+		l.Reset = -1 // full: waiting brings no more
+	}
 	if len(set.ads) == 1 {
 		a := &set.ads[0]
 		l.Name, l.Window, l.Unit = a.name, a.window, a.unit

@@ -184,7 +184,11 @@ func exercise(t *testing.T, p *proc, file string) {
 	}
 	r := p.check(t, `{"key":"alice","endpoint":"POST /api/ask"}`)
 	assert.False(t, r.Allowed, "a refused check is HTTP 200 with allowed false")
-	assert.Positive(t, r.RetryAfter)
+	require.NotNil(t, r.RetryAfter)
+	assert.Positive(t, *r.RetryAfter)
+	assert.False(t, r.Final)
+	require.Len(t, r.Limits, 1)
+	assert.Equal(t, "POST /api/ask 3/1h", r.Limits[0].Name)
 
 	var b ratelimitd.BatchResponse
 	require.Equal(t, 200, p.do(t, "POST", "/v1/check/batch", []byte(`{"checks":[{"key":"bob"},{"key":"bob","cost":4},{"key":"bob"}]}`), nil, &b))

@@ -21,13 +21,23 @@
 //
 // The API (JSON in snake_case, durations in seconds):
 //
-//	POST   /v1/check            {"key","cost","endpoint","plan"} → {"allowed","limit","remaining","reset_after","retry_after","policy","rule","headers"}
+//	POST   /v1/check            {"key","cost","endpoint","plan"} → {"allowed","limit","remaining","reset_after","retry_after","final","policy","rule","limits","headers"}
 //	POST   /v1/check/batch      {"checks":[...]} → {"results":[...]}
 //	GET    /v1/state/{key}      ?endpoint=&plan=: the state, spending nothing
 //	DELETE /v1/state/{key}      reset the key (admin)
 //	GET    /v1/policies         the policy in force
 //	POST   /v1/policies/reload  reload the policy file (admin); SIGHUP does too
 //	GET    /healthz, /readyz, /metrics
+//
+// The cost of a check is the weight charged to each of its rule's limits
+// (and, when the limits admit it, to the rule's cost caps: budgets of
+// units such as LLM tokens per hour, charged separately). "limit",
+// "remaining", "reset_after" and "retry_after" describe one limit, the one
+// that binds (the one that refused, else the one with the least left);
+// "limits" lists each limit the check met, named after the rule and the
+// limit as the RateLimit-Policy field names them. A check whose cost is
+// more than a limit ever admits at once is final: "final": true and
+// "retry_after": null, since no wait can cure it.
 //
 // A refused check is HTTP 200 with "allowed": false. SIGTERM (or SIGINT)
 // stops accepting connections, lets the checks in flight finish, and exits

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/repository/ratelimitd"
 	"github.com/throttlekit/throttle/server"
 )
@@ -319,7 +321,29 @@ func decideIn(ctx context.Context, g *generation, c ratelimitd.Check, method, pa
 	if o.seen {
 		d := o.ev.Decision
 		res.Limit, res.Remaining = d.Limit, d.Remaining
-		res.ResetAfter, res.RetryAfter = d.ResetAfter.Seconds(), d.RetryAfter.Seconds()
+		res.ResetAfter = d.ResetAfter.Seconds()
+		retry := 0.0
+		if !o.admitted {
+			retry = d.RetryAfter.Seconds()
+		}
+		res.RetryAfter = &retry
+		if ls := o.ev.Limits; len(ls) > 0 {
+			// The top-level numbers are the binding limit's, all of them.
+			b := &ls[headers.Binding(ls)]
+			res.Limit, res.Remaining = int(min(b.Quota, math.MaxInt32)), int(min(b.Remaining, math.MaxInt32))
+			res.ResetAfter = max(b.Reset, 0).Seconds()
+			if b.Refused {
+				retry = b.RetryAfter.Seconds()
+				res.ResetAfter = max(b.Reset, b.RetryAfter).Seconds()
+			}
+			res.Limits = make([]ratelimitd.LimitState, len(ls))
+			for i := range ls {
+				res.Limits[i] = limitState(&ls[i])
+			}
+		}
+		if o.ev.Final {
+			res.Final, res.RetryAfter = true, nil
+		}
 		res.Policy, res.Rule = o.ev.Plan, o.ev.Endpoint
 		if res.Rule == "" {
 			res.Rule = "default"
@@ -337,6 +361,23 @@ func decideIn(ctx context.Context, g *generation, c ratelimitd.Check, method, pa
 		}
 	}
 	return res, nil
+}
+
+// limitState is one limit as the JSON answer lists it.
+func limitState(l *headers.Limit) ratelimitd.LimitState {
+	st := ratelimitd.LimitState{Name: l.Name, Limit: l.Quota, Window: l.Window.Seconds(), Unit: l.Unit, Remaining: l.Remaining, Refused: l.Refused, Final: l.Final}
+	if l.Reset >= 0 {
+		t := l.Reset.Seconds()
+		if l.Refused {
+			t = max(l.Reset, l.RetryAfter).Seconds()
+		}
+		st.ResetAfter = &t
+	}
+	if l.Refused && !l.Final {
+		w := l.RetryAfter.Seconds()
+		st.RetryAfter = &w
+	}
+	return st
 }
 
 func rateLimitField(name string) bool {

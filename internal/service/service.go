@@ -129,6 +129,24 @@ type view struct {
 
 func (view) Close() error { return nil }
 
+// Members reports each limit's state for key, for the headers and the
+// JSON answer to list every limit on its own. Limits kept in Redis cannot
+// say (one script decides them all), and are advertised as one.
+func (v view) Members(_ context.Context, key string, n int, into []limiters.Member) ([]limiters.Member, error) {
+	m, ok := v.Repository.(*repository.Memory)
+	if !ok {
+		return into, errNoMembers
+	}
+	l := m.Get(key)
+	if l == nil {
+		return into, limiters.ErrClosed
+	}
+	return limiters.Members(l, n, into), nil
+}
+
+// errNoMembers: the repository cannot report its limits one by one.
+var errNoMembers = errors.New("service: the limits are decided as one")
+
 // TryAcquire waits for the round of the batch ctx carries, when there is
 // one and the limits are in Redis; otherwise it asks the repository.
 func (v view) TryAcquire(ctx context.Context, key string, n int) (limiters.Decision, error) {

@@ -147,8 +147,9 @@ func TestCheck(t *testing.T) {
 		// The fourth is refused, still with 200.
 		r := f.check(t, `{"key":"alice","endpoint":"POST /api/ask"}`)
 		assert.False(t, r.Allowed)
-		assert.Greater(t, r.RetryAfter, 0.0)
-		assert.LessOrEqual(t, r.RetryAfter, 60.0)
+		require.NotNil(t, r.RetryAfter)
+		assert.Greater(t, *r.RetryAfter, 0.0)
+		assert.LessOrEqual(t, *r.RetryAfter, 60.0)
 		assert.NotEmpty(t, r.Headers["Retry-After"])
 		// Another caller, another endpoint, another plan: their own limits.
 		assert.True(t, f.check(t, `{"key":"bob","endpoint":"POST /api/ask"}`).Allowed)

@@ -262,19 +262,21 @@ func (c *Client) TryAcquire(ctx context.Context, key string, n int) (limiters.De
 
 // Acquire checks n permits for key until the service grants them, waiting
 // each refusal's retry_after in between. It fails at once with
-// limiters.ErrExceedsLimit when n is more than the limit, and with a
+// limiters.ErrExceedsLimit when the refusal is final (n is more than a
+// limit ever admits), and with a
 // *limiters.RejectedError when the wait would pass ctx's deadline. Unlike
 // a local limiter's, the waits of several clients are not in FIFO order.
 func (c *Client) Acquire(ctx context.Context, key string, n int) error {
 	for {
-		d, err := c.TryAcquire(ctx, key, n)
+		r, err := c.Check(ctx, c.check(key, n))
 		if err != nil {
 			return err
 		}
+		d := r.Decision()
 		if d.Allowed {
 			return nil
 		}
-		if d.Limit > 0 && n > d.Limit {
+		if r.Final || r.RetryAfter == nil {
 			return limiters.ErrExceedsLimit
 		}
 		wait := max(d.RetryAfter, time.Millisecond)

@@ -11,8 +11,13 @@ type Check struct {
 	// Key is the caller to charge: 1 to MaxKeyLen bytes of UTF-8 without
 	// control characters.
 	Key string `json:"key"`
-	// Cost is the permits to take, 0 to MaxCost; nil means 1. A cost of 0
-	// is a peek: it reports the state and takes nothing.
+	// Cost is the weight of the check, 0 to MaxCost; nil means 1. It is
+	// charged to each of the rule's limits (all of them or none), and,
+	// once they admit the check, to each of the rule's cost caps (budgets
+	// of units such as LLM tokens or cents per hour, charged separately
+	// from the limits). A cost above what a limit or cap ever admits at
+	// once is refused for good (Result.Final). A cost of 0 is a peek: it
+	// reports the state and takes nothing.
 	Cost *int `json:"cost,omitempty"`
 	// Endpoint is matched against the policy's endpoint patterns, written
 	// as a request line without the protocol: "POST /api/ask", or a path
@@ -26,22 +31,60 @@ type Check struct {
 // Result is the service's answer to one check. A refused check is a
 // Result with Allowed false (and HTTP 200): the HTTP status describes the
 // call to the service, not the decision.
+//
+// Limit, Remaining, ResetAfter and RetryAfter describe one limit of the
+// rule, the one that binds (headers.Binding: the one that refused, else the
+// one with the least left relative to its size), all four from it; Limits
+// lists every limit the check met.
 type Result struct {
 	Allowed   bool `json:"allowed"`
 	Limit     int  `json:"limit"`
 	Remaining int  `json:"remaining"`
 	// ResetAfter and RetryAfter are in seconds (fractions allowed).
-	ResetAfter float64 `json:"reset_after"`
-	RetryAfter float64 `json:"retry_after"`
+	// ResetAfter is the time until more quota is available (the IETF
+	// draft's t). RetryAfter is 0 for an admitted check, the wait for a
+	// refused one, and null (nil) for a Final one.
+	ResetAfter float64  `json:"reset_after"`
+	RetryAfter *float64 `json:"retry_after"`
+	// Final reports a refusal no wait can cure: the cost is more than a
+	// limit ever admits at once. Retrying the check cannot help.
+	Final bool `json:"final,omitempty"`
 	// Policy is the plan whose rule decided, and Rule that rule's endpoint
 	// pattern ("default" for the plan's default rule). Both are empty when
 	// no rule applies: the check is allowed and unlimited.
 	Policy string `json:"policy"`
 	Rule   string `json:"rule"`
+	// Limits are the rule's limits the check met (its limits, then its
+	// cost caps if the limits admitted it), each as its IETF policy item
+	// says it.
+	Limits []LimitState `json:"limits,omitempty"`
 	// Headers are the rate-limit fields the server middleware would write
-	// (X-RateLimit-*, RateLimit, RateLimit-Policy, Retry-After), to copy
-	// into a response.
+	// (X-RateLimit-*, RateLimit, RateLimit-Policy, Retry-After,
+	// Retry-After-Ms), to copy into a response.
 	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// LimitState is one limit of a rule in a Result: its IETF policy item and
+// RateLimit item, in JSON.
+type LimitState struct {
+	// Name is the policy item's name, after the rule and the limit
+	// ("POST /api/ask 10/1m").
+	Name string `json:"name"`
+	// Limit is the quota (q) per Window (w, seconds; absent for a
+	// concurrency limit), in Unit ("requests" when absent).
+	Limit  int64   `json:"limit"`
+	Window float64 `json:"window,omitempty"`
+	Unit   string  `json:"unit,omitempty"`
+	// Remaining is what a check would be admitted with now (r).
+	Remaining int64 `json:"remaining"`
+	// ResetAfter is the time until more quota is available (t), in
+	// seconds; null when waiting alone brings none.
+	ResetAfter *float64 `json:"reset_after"`
+	// Refused says this limit refused the check; RetryAfter is then the
+	// wait (null when Final).
+	Refused    bool     `json:"refused,omitempty"`
+	RetryAfter *float64 `json:"retry_after,omitempty"`
+	Final      bool     `json:"final,omitempty"`
 }
 
 // Decision returns r as a limiters.Decision.
@@ -51,8 +94,15 @@ func (r Result) Decision() limiters.Decision {
 		Limit:      r.Limit,
 		Remaining:  r.Remaining,
 		ResetAfter: Seconds(r.ResetAfter),
-		RetryAfter: Seconds(r.RetryAfter),
+		RetryAfter: Seconds(deref(r.RetryAfter)),
 	}
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // Seconds converts seconds on the wire to a Duration, clamping what no
