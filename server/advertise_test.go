@@ -60,7 +60,7 @@ func TestAdvertisedPerAlgorithm(t *testing.T) {
 	cases := []struct {
 		spec  limiters.Spec
 		name  string
-		burst int  // requests admitted at once from fresh
+		burst int // requests admitted at once from fresh
 		q     int64
 		w     time.Duration
 		first seen // after the first request
