@@ -142,3 +142,114 @@ func TestStyleFlags(t *testing.T) {
 	assert.Equal(t, Style(2), IETF)
 	assert.Equal(t, Legacy|IETF, Both)
 }
+
+func TestWriteLimits(t *testing.T) {
+	minute := Limit{Name: "POST /api/ask 10/1m", Quota: 10, Window: time.Minute, Remaining: 0, Reset: 1500 * time.Millisecond,
+		Refused: true, RetryAfter: 1500 * time.Millisecond}
+	day := Limit{Name: "POST /api/ask 1000/1d", Quota: 1000, Window: 24 * time.Hour, Remaining: 990, Reset: 81166 * time.Second}
+	h := http.Header{}
+	WriteLimits(h, []Limit{day, minute}, Both)
+	assert.Equal(t, http.Header{
+		"Retry-After":           {"2"},
+		"Retry-After-Ms":        {"1500"},
+		"X-Ratelimit-Limit":     {"10"},
+		"X-Ratelimit-Remaining": {"0"},
+		"X-Ratelimit-Reset":     {"2"},
+		"Ratelimit-Policy":      {`"POST /api/ask 1000/1d";q=1000;w=86400, "POST /api/ask 10/1m";q=10;w=60`},
+		"Ratelimit":             {`"POST /api/ask 1000/1d";r=990;t=81166, "POST /api/ask 10/1m";r=0;t=2`},
+	}, h)
+
+	info := Parse(h, now)
+	assert.Equal(t, 1500*time.Millisecond, info.RetryAfter, "retry-after-ms wins over whole seconds")
+	assert.Equal(t, []Quota{
+		{Name: "POST /api/ask 1000/1d", Limit: 1000, Remaining: 990, Window: 24 * time.Hour, Reset: now.Add(81166 * time.Second), Unit: "requests"},
+		{Name: "POST /api/ask 10/1m", Limit: 10, Remaining: 0, Window: time.Minute, Reset: now.Add(2 * time.Second), Unit: "requests"},
+		{Limit: 10, Remaining: 0, Reset: now.Add(2 * time.Second)},
+	}, info.Quotas)
+
+	// Allowed: the legacy triple is the limit with the least left for its
+	// size, all three numbers its own.
+	minute.Refused, minute.Remaining, minute.Reset = false, 3, 6*time.Second
+	h = http.Header{}
+	WriteLimits(h, []Limit{day, minute}, Legacy)
+	assert.Equal(t, http.Header{
+		"X-Ratelimit-Limit":     {"10"},
+		"X-Ratelimit-Remaining": {"3"},
+		"X-Ratelimit-Reset":     {"6"},
+	}, h)
+
+	// Final: no Retry-After; units, no window and no t are written so.
+	h = http.Header{}
+	WriteLimits(h, []Limit{
+		{Name: "cap", Quota: 1000, Window: time.Hour, Unit: "cost", Remaining: 1000, Reset: -1, Refused: true, Final: true},
+		{Name: "in flight \"x\" é", Quota: 5, Unit: "concurrent-requests", Remaining: 4, Reset: -1},
+	}, Both)
+	assert.Equal(t, http.Header{
+		"X-Ratelimit-Limit":     {"1000"},
+		"X-Ratelimit-Remaining": {"1000"},
+		"X-Ratelimit-Reset":     {"3600"},
+		"Ratelimit-Policy":      {`"cap";q=1000;qu="cost";w=3600, "in flight \"x\" %C3%A9";q=5;qu="concurrent-requests"`},
+		"Ratelimit":             {`"cap";r=1000, "in flight \"x\" %C3%A9";r=4`},
+	}, h)
+	qs := Parse(h, now).Quotas
+	require.Len(t, qs, 3)
+	assert.Equal(t, Quota{Name: "cap", Limit: 1000, Remaining: 1000, Window: time.Hour, Unit: "cost"}, qs[0])
+	assert.Equal(t, Quota{Name: `in flight "x" %C3%A9`, Limit: 5, Remaining: 4, Unit: "concurrent-requests"}, qs[1])
+
+	h = http.Header{}
+	WriteLimits(h, nil, Both)
+	assert.Empty(t, h)
+}
+
+func TestBinding(t *testing.T) {
+	assert.Equal(t, -1, Binding(nil))
+	ls := []Limit{
+		{Quota: 100, Remaining: 50},
+		{Quota: 10, Remaining: 4}, // 40 %: the least left for its size
+		{Quota: 1000, Remaining: 900},
+	}
+	assert.Equal(t, 1, Binding(ls))
+	ls[2].Refused, ls[2].RetryAfter = true, time.Second
+	assert.Equal(t, 2, Binding(ls), "a refusing limit binds")
+	ls[0].Refused, ls[0].RetryAfter = true, time.Minute
+	assert.Equal(t, 0, Binding(ls), "the longest refusal binds")
+	ls[2].Final = true
+	assert.Equal(t, 2, Binding(ls), "a final refusal binds")
+}
+
+// FuzzWriteLimits: whatever the limits, the fields Parse reads back are
+// each limit's own q, r and w, rounded as documented, and never a panic.
+func FuzzWriteLimits(f *testing.F) {
+	f.Add("a", int64(10), int64(60), int64(3), int64(1500), "b", int64(5), int64(0), int64(0), int64(-1), true)
+	f.Fuzz(func(t *testing.T, n1 string, q1, w1, r1, t1 int64, n2 string, q2, w2, r2, t2 int64, refused bool) {
+		if n1 == n2 {
+			return
+		}
+		clamp := func(v, hi int64) int64 { return max(min(v, hi), -1) }
+		mk := func(n string, q, w, r, tt int64) Limit {
+			return Limit{Name: n, Quota: clamp(q, 1<<40), Window: time.Duration(clamp(w, 1<<20)) * time.Millisecond * 1000,
+				Remaining: clamp(r, 1<<40), Reset: time.Duration(clamp(tt, 1<<30)) * time.Millisecond}
+		}
+		ls := []Limit{mk(n1, q1, w1, r1, t1), mk(n2, q2, w2, r2, t2)}
+		ls[1].Refused, ls[1].RetryAfter = refused, max(ls[1].Reset, 0)
+		h := http.Header{}
+		WriteLimits(h, ls, Both)
+		info := Parse(h, now)
+		if refused {
+			require.True(t, info.HasRetryAfter)
+			require.GreaterOrEqual(t, info.RetryAfter, ls[1].RetryAfter, "never earlier than the limit says")
+		}
+		for _, q := range info.Quotas {
+			for _, l := range ls {
+				if l.Name == "" || l.Name != q.Name {
+					continue // or escaped: TestWriteLimits checks that
+				}
+				require.Equal(t, max(l.Quota, 0), q.Limit)
+				require.Equal(t, max(l.Remaining, 0), q.Remaining)
+				if !q.Reset.IsZero() {
+					require.GreaterOrEqual(t, q.Reset.Sub(now), l.Reset)
+				}
+			}
+		}
+	})
+}
