@@ -151,8 +151,15 @@ type Limit struct {
 // Binding returns the index of the limit that binds now, whose numbers the
 // legacy X-RateLimit-* triple and Retry-After carry: among the limits that
 // refused, a final one, else the one with the longest RetryAfter; when none
-// refused, the one with the least Remaining relative to its Quota (ties: the
-// longer Reset). It returns -1 for no limits.
+// refused, the one with the least Remaining, that is, the one that will
+// refuse first (ties: the one with the least left relative to its Quota,
+// then the longer Reset). It returns -1 for no limits.
+//
+// The least Remaining, not the least share of its Quota: 19 of 20 per
+// second left binds before 880 of 1000 per hour, and choosing by share would
+// have the triple jump between the two from one answer to the next while
+// neither is near refusing, which a client reading the triple as one quota
+// cannot make sense of.
 func Binding(ls []Limit) int {
 	best := -1
 	for i := range ls {
@@ -174,13 +181,12 @@ func binds(a, b *Limit) bool {
 		}
 		return a.RetryAfter > b.RetryAfter
 	}
-	// a.Remaining/a.Quota < b.Remaining/b.Quota, with a zero quota as
-	// nothing left.
-	l, r := max(a.Remaining, 0)*max(b.Quota, 1), max(b.Remaining, 0)*max(a.Quota, 1)
-	if a.Quota <= 0 || b.Quota <= 0 {
-		l, r = max(a.Remaining, 0), max(b.Remaining, 0)
+	ar, br := max(a.Remaining, 0), max(b.Remaining, 0)
+	if ar != br {
+		return ar < br
 	}
-	if l != r {
+	// ar/a.Quota < br/b.Quota, a zero quota as nothing left.
+	if l, r := ar*max(b.Quota, 1), br*max(a.Quota, 1); l != r {
 		return l < r
 	}
 	return a.Reset > b.Reset
@@ -194,7 +200,8 @@ func binds(a, b *Limit) bool {
 //     per limit, "name";r=..;t=.., as draft-ietf-httpapi-ratelimit-headers
 //     -10 and its editors' copy since define them.
 //   - Legacy: X-RateLimit-Limit, -Remaining and -Reset all describe one
-//     limit, the one Binding chooses: q, r and t (in whole seconds, rounded
+//     limit, the one Binding chooses (the one that refused, else the one
+//     with the least left): q, r and t (in whole seconds, rounded
 //     up; when it says no t, the window).
 //   - A refusal that some wait can cure gets Retry-After (whole seconds,
 //     rounded up, at least 1) and retry-after-ms (milliseconds, rounded

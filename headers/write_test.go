@@ -167,8 +167,8 @@ func TestWriteLimits(t *testing.T) {
 		{Limit: 10, Remaining: 0, Reset: now.Add(2 * time.Second)},
 	}, info.Quotas)
 
-	// Allowed: the legacy triple is the limit with the least left for its
-	// size, all three numbers its own.
+	// Allowed: the legacy triple is the limit with the least left, all
+	// three numbers its own.
 	minute.Refused, minute.Remaining, minute.Reset = false, 3, 6*time.Second
 	h = http.Header{}
 	WriteLimits(h, []Limit{day, minute}, Legacy)
@@ -205,10 +205,12 @@ func TestBinding(t *testing.T) {
 	assert.Equal(t, -1, Binding(nil))
 	ls := []Limit{
 		{Quota: 100, Remaining: 50},
-		{Quota: 10, Remaining: 4}, // 40 %: the least left for its size
+		{Quota: 10, Remaining: 4}, // the least left: refuses first
 		{Quota: 1000, Remaining: 900},
 	}
 	assert.Equal(t, 1, Binding(ls))
+	assert.Equal(t, 1, Binding([]Limit{{Quota: 20, Remaining: 19}, {Quota: 1000, Remaining: 19}}), "ties: the least share")
+	assert.Equal(t, 0, Binding([]Limit{{Quota: 20, Remaining: 19}, {Quota: 1000, Remaining: 880}}), "not the least share: 19 refuses before 880")
 	ls[2].Refused, ls[2].RetryAfter = true, time.Second
 	assert.Equal(t, 2, Binding(ls), "a refusing limit binds")
 	ls[0].Refused, ls[0].RetryAfter = true, time.Minute
