@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/throttlekit/throttle"
+	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/server"
 )
@@ -333,5 +335,72 @@ func TestTransportAgainstOurServer(t *testing.T) {
 				t.Errorf("Transport: elapsed %v; want ≤ %v (%.2f× the ideal %v)", res.thr.elapsed.Round(time.Millisecond), bound.Round(time.Millisecond), ratio, res.idealT.Round(time.Millisecond))
 			}
 		})
+	}
+}
+
+// TestTransportFinalRefusal: a request no wait can admit (5,000 tokens
+// against a cap of 1,000 per hour) is refused for good, and our Transport
+// takes it so: it hands the 429 back at once, sends it once, and neither
+// pauses the partition nor slows the requests that fit.
+func TestTransportFinalRefusal(t *testing.T) {
+	goroutinesSettle(t)
+	p, err := server.NewPolicy(server.PolicyConfig{Plans: map[string]server.Plan{"only": {
+		Endpoints: map[string]server.Rule{"POST /api/ask": {
+			Limits:   []limiters.Spec{{Algorithm: limiters.AlgGCRA, Rate: limiters.PerSecond(ourRate), Limit: ourRate}},
+			CostCaps: []limiters.Spec{{Algorithm: limiters.AlgFixedWindow, Limit: 1000, Window: time.Hour}},
+		}},
+	}}}, server.WithCapCost(func(r keyextract.Request) int {
+		n, _ := strconv.Atoi(r.Header("X-Tokens"))
+		return n
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv := httptest.NewServer(server.New(nil, server.WithPolicy(p)).Middleware(http.HandlerFunc(okHandler)))
+	defer srv.Close()
+	var paused atomic.Int64
+	run := &ourRun{}
+	tr := throttle.NewTransport(counting{newBase(), run}, throttle.WithObserver(func(e throttle.Event) {
+		if e.Kind == throttle.EventPaused {
+			paused.Add(1)
+		}
+	}))
+	defer tr.Close()
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	ask := func(tokens int) (int, http.Header, time.Duration) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/ask", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Tokens", strconv.Itoa(tokens))
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header, time.Since(start)
+	}
+	code, h, _ := ask(5000)
+	if code != http.StatusTooManyRequests || h.Get("Retry-After") != "" {
+		t.Fatalf("status %d, Retry-After %q; want 429 with none", code, h.Get("Retry-After"))
+	}
+	if n := run.sent.Load(); n != 1 {
+		t.Errorf("the final refusal went out %d times; want once", n)
+	}
+	for i := range 5 {
+		code, _, took := ask(100)
+		if code != http.StatusOK {
+			t.Fatalf("request %d that fits: status %d", i, code)
+		}
+		if took > time.Second {
+			t.Errorf("request %d that fits took %v: the partition was held back", i, took)
+		}
+	}
+	if n := paused.Load(); n != 0 {
+		t.Errorf("the Transport paused %d times", n)
 	}
 }

@@ -21,7 +21,10 @@
 //
 // On the server side, [Write] advertises a limiter's [limiters.Decision] in
 // the legacy X-RateLimit-* form, the IETF RateLimit / RateLimit-Policy form,
-// or both, and always sets Retry-After on a denied decision.
+// or both, and always sets Retry-After on a denied decision. [WriteLimits]
+// advertises several limits, each its own IETF item (q, w, qu; r, t), the
+// legacy triple and Retry-After from the one [Binding] chooses, and
+// retry-after-ms on a refusal; a final refusal gets no Retry-After.
 //
 // # Formats Parse understands
 //

@@ -25,7 +25,23 @@
 // status, detail, retry_after (seconds) and violated-policies. The IETF
 // draft's other two types, temporary-reduced-capacity (503) and
 // abnormal-usage-detected, are sent when a policy Rule's Problem or
-// [WithProblemType] says so.
+// [WithProblemType] says so. Every refusal also carries retry-after-ms, the
+// wait to the millisecond.
+//
+// Under a [Policy], each limit of a rule is advertised on its own: one
+// RateLimit-Policy item per limit, named after the rule and the limit
+// ("POST /api/ask 10/1m"), with q and w stating the rate the limit admits
+// (and qu: "concurrent-requests", "cost"), and one RateLimit item with r
+// (what a request is admitted with now) and t (seconds until more quota is
+// available, rounded up). The legacy X-RateLimit-* triple and Retry-After
+// are the binding limit's (headers.Binding): the one that refused, else the
+// one with the least left. violated-policies names the limits that refused.
+// What each algorithm advertises is tabled in advertise.go and the README.
+//
+// A request asking for more than a limit ever admits at once (a cost above
+// a cost cap, a weight above a burst) is refused for good: 429 with
+// [ProblemTypeRequestExceedsLimit], no Retry-After and no retry_after; its
+// Event says Final. headers.Classify reads it as final (TooLarge).
 //
 // Behaviours worth knowing:
 //

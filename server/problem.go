@@ -56,7 +56,8 @@ var defaultPolicy = []string{"default"}
 // RateLimited returns the problem details of a rejection with decision d:
 // type quota-exceeded, status 429, retry_after as Retry-After says it (whole
 // seconds, rounded up, at least 1) and violated-policies ["default"], the
-// policy headers.Write advertises. detail defaults to a sentence with the
+// policy headers.Write advertises. (Under a Policy, the Middleware names the
+// limits that refused instead.) detail defaults to a sentence with the
 // limit and the wait.
 func RateLimited(d limiters.Decision, detail string) Problem {
 	retry := retrySeconds(d.RetryAfter)
