@@ -216,60 +216,98 @@ func WriteLimits(h http.Header, ls []Limit, s Style) {
 		return
 	}
 	b := &ls[bi]
-	if b.Refused && !b.Final {
+	retry := b.Refused && !b.Final
+
+	// Every value goes into one buffer and one string, sliced per field,
+	// and every field's []string shares one backing array.
+	var buf [512]byte
+	v := buf[:0]
+	var ends [7]int
+	if retry {
 		wait := max(b.RetryAfter, 0)
-		h["Retry-After"] = []string{strconv.FormatInt(max(ceilSeconds(wait), 1), 10)}
+		v = strconv.AppendInt(v, max(ceilSeconds(wait), 1), 10)
+		ends[0] = len(v)
 		ms := wait / time.Millisecond
 		if wait%time.Millisecond != 0 {
 			ms++
 		}
-		h["Retry-After-Ms"] = []string{strconv.FormatInt(int64(max(ms, 1)), 10)}
+		v = strconv.AppendInt(v, int64(max(ms, 1)), 10)
 	}
+	ends[1] = len(v)
 	if s&Legacy != 0 {
 		reset := b.Reset
 		if reset < 0 {
 			reset = b.Window
 		}
-		if b.Refused && !b.Final {
+		if retry {
 			reset = max(reset, b.RetryAfter)
 		}
-		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(max(b.Quota, 0), 10)}
-		h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(max(b.Remaining, 0), 10)}
-		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(ceilSeconds(reset), 10)}
+		v = strconv.AppendInt(v, max(b.Quota, 0), 10)
+		ends[2] = len(v)
+		v = strconv.AppendInt(v, max(b.Remaining, 0), 10)
+		ends[3] = len(v)
+		v = strconv.AppendInt(v, ceilSeconds(reset), 10)
 	}
+	ends[4] = len(v)
 	if s&IETF != 0 {
-		var pol, rl []byte
 		for i := range ls {
 			l := &ls[i]
 			if i > 0 {
-				pol = append(pol, ", "...)
-				rl = append(rl, ", "...)
+				v = append(v, ", "...)
 			}
-			pol = appendName(pol, l.Name)
-			pol = append(pol, ";q="...)
-			pol = strconv.AppendInt(pol, max(l.Quota, 0), 10)
+			v = appendName(v, l.Name)
+			v = append(v, ";q="...)
+			v = strconv.AppendInt(v, max(l.Quota, 0), 10)
 			if l.Unit != "" {
-				pol = append(pol, ";qu="...)
-				pol = appendName(pol, l.Unit)
+				v = append(v, ";qu="...)
+				v = appendName(v, l.Unit)
 			}
 			if l.Window > 0 {
-				pol = append(pol, ";w="...)
-				pol = strconv.AppendInt(pol, ceilSeconds(l.Window), 10)
+				v = append(v, ";w="...)
+				v = strconv.AppendInt(v, ceilSeconds(l.Window), 10)
 			}
-			rl = appendName(rl, l.Name)
-			rl = append(rl, ";r="...)
-			rl = strconv.AppendInt(rl, max(l.Remaining, 0), 10)
+		}
+		ends[5] = len(v)
+		for i := range ls {
+			l := &ls[i]
+			if i > 0 {
+				v = append(v, ", "...)
+			}
+			v = appendName(v, l.Name)
+			v = append(v, ";r="...)
+			v = strconv.AppendInt(v, max(l.Remaining, 0), 10)
 			t := l.Reset
 			if l.Refused && !l.Final {
 				t = max(t, l.RetryAfter) // Retry-After is never before t
 			}
 			if t >= 0 {
-				rl = append(rl, ";t="...)
-				rl = strconv.AppendInt(rl, ceilSeconds(t), 10)
+				v = append(v, ";t="...)
+				v = strconv.AppendInt(v, ceilSeconds(t), 10)
 			}
 		}
-		h["Ratelimit-Policy"] = []string{string(pol)}
-		h["Ratelimit"] = []string{string(rl)}
+		ends[6] = len(v)
+	}
+	all := string(v)
+
+	var vals [7]string
+	i := 0
+	set := func(key, val string) {
+		vals[i] = val
+		h[key] = vals[i : i+1 : i+1]
+		i++
+	}
+	if retry {
+		set("Retry-After", all[:ends[0]])
+		set("Retry-After-Ms", all[ends[0]:ends[1]])
+	}
+	if s&Legacy != 0 {
+		set("X-Ratelimit-Limit", all[ends[1]:ends[2]])
+		set("X-Ratelimit-Remaining", all[ends[2]:ends[3]])
+		set("X-Ratelimit-Reset", all[ends[3]:ends[4]])
+	}
+	if s&IETF != 0 {
+		set("Ratelimit-Policy", all[ends[4]:ends[5]])
+		set("Ratelimit", all[ends[5]:ends[6]])
 	}
 }
 

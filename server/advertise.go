@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"math/big"
 	"strconv"
 	"strings"
@@ -165,6 +166,9 @@ func (a *limitAd) advertised(m limiters.Member, n int, refused bool) headers.Lim
 	return l
 }
 
+// errNoMembers: the repository cannot report its limits one by one.
+var errNoMembers = errors.New("server: no member states")
+
 // memberReporter is a repository that can report the state of each limit
 // it decides for a key (limiters.Members): the Policy's default storage,
 // and any WithStorage repository with this method. Without it, a set's
@@ -185,9 +189,19 @@ func (v view) Members(_ context.Context, key string, n int, into []limiters.Memb
 // appendLimits appends what stage s advertises for caller.
 func (s *stage) appendLimits(ctx context.Context, caller string, refused bool, into []headers.Limit) []headers.Limit {
 	set := s.set
-	if mr, ok := set.repo.(memberReporter); ok {
-		var buf [4]limiters.Member
-		ms, err := mr.Members(context.WithoutCancel(ctx), caller, s.n, buf[:0])
+	var (
+		buf [4]limiters.Member
+		ms  []limiters.Member
+		err error = errNoMembers
+	)
+	if v, ok := set.repo.(view); ok && s.key != "" {
+		if l := v.mem.Get(s.key); l != nil {
+			ms, err = limiters.Members(l, s.n, buf[:0]), nil
+		}
+	} else if mr, ok := set.repo.(memberReporter); ok {
+		ms, err = mr.Members(ctx, caller, s.n, nil)
+	}
+	{
 		if err == nil && len(ms) == len(set.ads) {
 			start := len(into)
 			anyRefused := false

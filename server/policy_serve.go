@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -26,6 +27,20 @@ type stage struct {
 	taken bool
 	seen  bool // decided: its limits are advertised
 	d     limiters.Decision
+	key   string // the key in the default storage (view), once tried
+}
+
+// try is tryAcquire of s's n permits for caller. In the default storage it
+// keeps the key, so that advertising the limits looks them up again
+// without building it twice.
+func (s *stage) try(ctx context.Context, caller string) (limiters.Decision, error) {
+	if v, ok := s.set.repo.(view); ok {
+		if s.key == "" {
+			s.key = v.prefix + caller
+		}
+		return tryAcquire(ctx, v.mem, s.key, s.n)
+	}
+	return tryAcquire(ctx, s.set.repo, caller, s.n)
 }
 
 // outcome is the policy's verdict on one request.
@@ -107,8 +122,10 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 			next.ServeHTTP(w, r)
 			return
 		}
-		ev.Limits = advertise(r.Context(), caller, ss, o.refused)
-		headers.WriteLimits(h, ev.Limits, rl.style)
+		var lbuf [6]headers.Limit
+		ls := advertise(r.Context(), caller, ss, o.refused, lbuf[:0])
+		headers.WriteLimits(h, ls, rl.style)
+		ev.Limits = slices.Clone(ls)
 		ev.Kind, ev.Err = EventRejected, o.waitErr
 		ev.Final = final(ev.Limits)
 		if ev.Final {
@@ -119,8 +136,12 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 		return
 	}
 	if ru.action != Shadow {
-		ev.Limits = advertise(r.Context(), caller, ss, nil)
-		headers.WriteLimits(h, ev.Limits, rl.style)
+		var lbuf [6]headers.Limit
+		ls := advertise(r.Context(), caller, ss, nil, lbuf[:0])
+		headers.WriteLimits(h, ls, rl.style)
+		if rl.observe != nil {
+			ev.Limits = slices.Clone(ls)
+		}
 	}
 	ev.Kind = EventAllowed
 	if o.delayed {
@@ -143,8 +164,7 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 }
 
 // advertise is what the stages decided advertise, each limit on its own.
-func advertise(ctx context.Context, caller string, ss []stage, refused *stage) []headers.Limit {
-	ls := make([]headers.Limit, 0, 4)
+func advertise(ctx context.Context, caller string, ss []stage, refused *stage, ls []headers.Limit) []headers.Limit {
 	for i := range ss {
 		if s := &ss[i]; s.seen {
 			ls = s.appendLimits(ctx, caller, s == refused, ls)
@@ -184,7 +204,7 @@ func finalDetail(s *stage, ls []headers.Limit) string {
 func policyTry(ctx context.Context, caller string, ss []stage) outcome {
 	for i := range ss {
 		s := &ss[i]
-		d, err := tryAcquire(ctx, s.set.repo, caller, s.n)
+		d, err := s.try(ctx, caller)
 		s.d, s.seen = d, true
 		if err != nil {
 			undo(caller, ss)
@@ -210,7 +230,7 @@ func policyWait(ctx context.Context, maxDelay time.Duration, caller string, ss [
 		repo := s.set.repo
 		// A try first: most requests are admitted at once, and then
 		// the decision is the one to advertise.
-		d, err := tryAcquire(ctx, repo, caller, s.n)
+		d, err := s.try(ctx, caller)
 		s.seen = true
 		if err == nil && d.Allowed {
 			s.d, s.taken = d, true
