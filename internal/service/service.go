@@ -130,9 +130,17 @@ type view struct {
 func (view) Close() error { return nil }
 
 // Members reports each limit's state for key, for the headers and the
-// JSON answer to list every limit on its own. Limits kept in Redis cannot
-// say (one script decides them all), and are advertised as one.
-func (v view) Members(_ context.Context, key string, n int, into []limiters.Member) ([]limiters.Member, error) {
+// JSON answer to list every limit on its own.
+func (v view) Members(ctx context.Context, key string, n int, into []limiters.Member) ([]limiters.Member, error) {
+	if v.redis != nil {
+		if _, ok := ctx.Value(slotKey{}).(slot); ok {
+			// In a batch, the decisions are one script call per rule,
+			// and a look after it would see the whole batch's effect:
+			// the limits are advertised as one.
+			return into, errNoMembers
+		}
+		return v.redis.Members(ctx, key, n, into)
+	}
 	m, ok := v.Repository.(*repository.Memory)
 	if !ok {
 		return into, errNoMembers

@@ -15,7 +15,7 @@ import (
 // Every script is the prelude, the code of the algorithms it serves, and the
 // main part. The ARGV layout of one call is
 //
-//	1 op: try | peek | reserve | cancel | release | renew
+//	1 op: try | peek | members | reserve | cancel | release | renew
 //	2 n   3 clock (µs; empty: TIME)   4 max wait (µs; -1: none)
 //	5 lease id   6 number of limits, then 6 fields per limit
 //	(alg, p1..p5), then, for cancel, one token per limit, and for release
@@ -467,6 +467,26 @@ local function one(P, nl, K, ko, op, n, t, maxwait, id, V, eo, ne)
     for i = 1, nl do
       A[Ls[i].alg].take(Ls[i], at, n)
       out[#out + 1] = A[Ls[i].alg].save(Ls[i], t)
+    end
+    return out
+  end
+  if op == 'members' then
+    -- each limit's own state for a request of n: lim, remaining, reset,
+    -- the wait for n, the wait for more than remaining (the leaky
+    -- bucket's: for its next slot); NEVER when waiting will not do
+    local out = {}
+    for i = 1, nl do
+      local L, a = Ls[i], A[Ls[i].alg]
+      local r, z = a.state(L, t)
+      local w, nx = 0, NEVER
+      if n > L.lim then w = NEVER elseif n > 0 then w = a.wait(L, t, n) end
+      if L.alg == 'l' then nx = a.wait(L, t, 1)
+      elseif r < L.lim then nx = a.wait(L, t, r + 1) end
+      out[#out + 1] = L.lim
+      out[#out + 1] = r
+      out[#out + 1] = z
+      out[#out + 1] = w
+      out[#out + 1] = nx
     end
     return out
   end

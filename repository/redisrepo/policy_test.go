@@ -144,7 +144,7 @@ func run(h http.Handler, script []policyRequest) []response {
 
 // timing matches the fields that depend on when a request came: they may
 // differ by a second of rounding between two runs.
-var timing = regexp.MustCompile(`(t=|Retry-After: |X-Ratelimit-Reset: |"retry_after":|retry after )(\d+)`)
+var timing = regexp.MustCompile(`(t=|Retry-After: |Retry-After-Ms: |X-Ratelimit-Reset: |"retry_after":|retry after )(\d+)`)
 
 // render is a response as text, its timing fields replaced by "#", and
 // those fields' values. (Content-Length follows the body, so it is left
@@ -162,6 +162,9 @@ func render(r response) (string, []int) {
 	text := timing.ReplaceAllStringFunc(b.String(), func(m string) string {
 		sub := timing.FindStringSubmatch(m)
 		v, _ := strconv.Atoi(sub[2])
+		if sub[1] == "Retry-After-Ms: " {
+			v /= 1000 // compared in seconds, as the others
+		}
 		vals = append(vals, v)
 		return sub[1] + "#"
 	})

@@ -283,7 +283,7 @@ func (r *Repository) args(op string, n int, maxWait int64, id string, extra []st
 // boxed holds the scripts' ops, and noWait a max wait of -1, as the
 // interface values args takes, so that making them costs no allocation.
 var (
-	boxed = map[string]any{"try": "try", "peek": "peek", "reserve": "reserve",
+	boxed = map[string]any{"try": "try", "peek": "peek", "members": "members", "reserve": "reserve",
 		"cancel": "cancel", "release": "release", "renew": "renew"}
 	noWait any = int64(-1)
 )
@@ -367,6 +367,43 @@ func (r *Repository) TryAcquire(ctx context.Context, key string, n int) (limiter
 		r.hold(key, id, n)
 	}
 	return d, nil
+}
+
+// Members appends each limit's own state for key, as seen by a request of
+// n permits, in the order of the specs (see limiters.Members): what a
+// server advertises of each limit (package server asks for it after each
+// decision, which costs one more round trip). It takes nothing. While
+// Redis is unreachable it fails, and the server advertises the limits as
+// one.
+func (r *Repository) Members(ctx context.Context, key string, n int, into []limiters.Member) ([]limiters.Member, error) {
+	checkN(n)
+	res, err := r.call(ctx, key, "members", n, -1, "", nil)
+	if err != nil {
+		return into, err
+	}
+	v, _, err := ints(res)
+	if err != nil || len(v) != 5*len(r.limits) {
+		return into, fmt.Errorf("redisrepo: bad members reply %v: %v", res, err)
+	}
+	dur := func(x int64) time.Duration {
+		if x < 0 {
+			return -1
+		}
+		return us(x)
+	}
+	for i, l := range r.limits {
+		w := v[5*i : 5*i+5]
+		into = append(into, limiters.Member{Algorithm: algNames[l.code], Limit: int(w[0]), Remaining: int(max(w[1], 0)),
+			ResetAfter: us(max(w[2], 0)), Wait: dur(w[3]), Next: dur(w[4])})
+	}
+	return into, nil
+}
+
+// algNames are the algorithms' names by their codes.
+var algNames = map[string]string{
+	codeGCRA: limiters.AlgGCRA, codeTokenBucket: limiters.AlgTokenBucket, codeLeakyBucket: limiters.AlgLeakyBucket,
+	codeFixedWindow: limiters.AlgFixedWindow, codeSlidingWindow: limiters.AlgSlidingWindow,
+	codeSlidingLog: limiters.AlgSlidingLog, codeConcurrency: limiters.AlgConcurrency,
 }
 
 // failTry applies the fail mode to a TryAcquire that could not reach Redis.
