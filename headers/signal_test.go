@@ -143,6 +143,18 @@ func TestClassify(t *testing.T) {
 			want:   Classification{Signal: RateLimited, Code: ProblemTypeAbnormalUsageDetected, ViolatedPolicies: []string{"hourly"}, Limit: -1, Requested: -1},
 		},
 		{
+			name:   "this project's request-exceeds-limit is final",
+			status: 429,
+			body:   `{"type":"https://github.com/throttlekit/throttle#a-request-that-can-never-fit","title":"Request Exceeds Limit","status":429,"violated-policies":["POST /api/ask cost 1000/1h"]}`,
+			want:   Classification{Signal: TooLarge, Code: ProblemTypeRequestExceedsLimit, ViolatedPolicies: []string{"POST /api/ask cost 1000/1h"}, Limit: -1, Requested: -1},
+		},
+		{
+			name:   "request-exceeds-limit in a body cut short by the peek",
+			status: 429,
+			body:   `{"type":"https://github.com/throttlekit/throttle#a-request-that-can-never-fit","ti`,
+			want:   Classification{Signal: TooLarge, Code: ProblemTypeRequestExceedsLimit, Limit: -1, Requested: -1},
+		},
+		{
 			name:   "problem type in a body cut short by the peek",
 			status: 503,
 			body:   `{"type": "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity","title":"Requ`,
