@@ -210,6 +210,15 @@ func WithChargeAfter() PolicyOption { return func(p *Policy) { p.chargeAfter = t
 // The default keeps them in memory: one repository.Memory for the whole
 // policy, bounded by the config's MaxKeys and IdleTimeout, whose limiter for
 // a caller is a limiters.Chain of each spec's New().
+//
+// A repository that also has the method
+//
+//	Members(ctx context.Context, key string, n int, into []limiters.Member) ([]limiters.Member, error)
+//
+// (as redisrepo's has) reports each spec's state after a decision, in the
+// specs' order, and the Middleware advertises each limit on its own. Without
+// it, or when it fails, a set's limits are advertised as one item, from the
+// repository's Decision.
 func WithStorage(f func(specs []limiters.Spec) (repository.Repository, error)) PolicyOption {
 	return func(p *Policy) { p.storage = f }
 }
