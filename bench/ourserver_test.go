@@ -369,6 +369,7 @@ func TestTransportFinalRefusal(t *testing.T) {
 	defer tr.Close()
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
+	var final atomic.Bool
 	ask := func(tokens int) (int, http.Header, time.Duration) {
 		req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/ask", nil)
 		if err != nil {
@@ -380,6 +381,9 @@ func TestTransportFinalRefusal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if tokens > 1000 {
+			final.Store(throttle.Classify(resp).Signal.Final())
+		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		return resp.StatusCode, resp.Header, time.Since(start)
@@ -387,6 +391,9 @@ func TestTransportFinalRefusal(t *testing.T) {
 	code, h, _ := ask(5000)
 	if code != http.StatusTooManyRequests || h.Get("Retry-After") != "" {
 		t.Fatalf("status %d, Retry-After %q; want 429 with none", code, h.Get("Retry-After"))
+	}
+	if !final.Load() {
+		t.Error("throttle.Classify does not read the refusal as final")
 	}
 	if n := run.sent.Load(); n != 1 {
 		t.Errorf("the final refusal went out %d times; want once", n)
