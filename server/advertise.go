@@ -229,9 +229,14 @@ func (s *stage) appendLimits(ctx context.Context, caller string, refused bool, i
 	}
 	if len(set.ads) == 1 {
 		a := &set.ads[0]
-		l.Name, l.Window, l.Unit = a.name, a.window, a.unit
-		if a.spec.Algorithm != limiters.AlgLeakyBucket {
-			l.Quota = a.quota
+		l.Name, l.Quota, l.Window, l.Unit = a.name, a.quota, a.window, a.unit
+		switch a.spec.Algorithm {
+		case limiters.AlgLeakyBucket:
+			// The decision's Remaining is the free queue room; the slot
+			// this request took is the next one's wait.
+			l.Remaining, l.Reset = 0, a.interval
+		case limiters.AlgConcurrency:
+			l.Reset = -1
 		}
 	}
 	if refused {
