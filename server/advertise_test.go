@@ -14,6 +14,7 @@ import (
 	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
+	"github.com/throttlekit/throttle/repository"
 	"github.com/throttlekit/throttle/server"
 )
 
@@ -228,5 +229,38 @@ func TestFinalRefusalPlain(t *testing.T) {
 		require.Equal(t, http.StatusTooManyRequests, w.Code)
 		assert.Empty(t, w.Header().Get("Retry-After"))
 		assert.Equal(t, server.ProblemTypeRequestExceedsLimit, problem(t, w)["type"])
+	})
+}
+
+// TestAdvertisedWithoutMembers: a storage that cannot report its limits one
+// by one has them advertised as one item, from its Decision: named after
+// the limit when there is one, after the rule when there are several.
+func TestAdvertisedWithoutMembers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		storage := func(specs []limiters.Spec) (repository.Repository, error) {
+			return repository.NewMemory(func(string) limiters.Limiter {
+				ls := make([]limiters.Limiter, len(specs))
+				for i, s := range specs {
+					ls[i], _ = s.New()
+				}
+				if len(ls) == 1 {
+					return ls[0]
+				}
+				return limiters.Chain(ls...)
+			}), nil
+		}
+		p := mustPolicy(t, server.PolicyConfig{Plans: map[string]server.Plan{"only": {
+			Endpoints: map[string]server.Rule{
+				"/one": {Limits: []limiters.Spec{fixed(10, time.Minute)}},
+				"/two": {Limits: []limiters.Spec{fixed(10, time.Minute), fixed(100, time.Hour)}},
+			},
+		}}}, server.WithStorage(storage))
+		h := server.New(nil, server.WithPolicy(p)).Middleware(ok)
+		w := do(h, "GET", "/one", "192.0.2.1:1")
+		got := read(t, w, "/one 10/1m")
+		assert.Equal(t, []any{int64(10), int64(9), time.Minute}, []any{got.q, got.r, got.w})
+		w = do(h, "GET", "/two", "192.0.2.1:1")
+		got = read(t, w, "/two")
+		assert.Equal(t, []any{int64(10), int64(9)}, []any{got.q, got.r})
 	})
 }
