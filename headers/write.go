@@ -202,7 +202,9 @@ func binds(a, b *Limit) bool {
 //   - Legacy: X-RateLimit-Limit, -Remaining and -Reset all describe one
 //     limit, the one Binding chooses (the one that refused, else the one
 //     with the least left): q, r and t (in whole seconds, rounded
-//     up; when it says no t, the window).
+//     up; when it says no t, the window). X-RateLimit-Reset-After (as
+//     Discord sends it) is the same wait in seconds with three decimals,
+//     rounded up: what lets a client wait 300 ms rather than a second.
 //   - A refusal that some wait can cure gets Retry-After (whole seconds,
 //     rounded up, at least 1) and retry-after-ms (milliseconds, rounded
 //     up), from the binding limit, whatever the style. A final refusal
@@ -222,7 +224,7 @@ func WriteLimits(h http.Header, ls []Limit, s Style) {
 	// and every field's []string shares one backing array.
 	var buf [512]byte
 	v := buf[:0]
-	var ends [7]int
+	var ends [8]int
 	if retry {
 		wait := max(b.RetryAfter, 0)
 		v = strconv.AppendInt(v, max(ceilSeconds(wait), 1), 10)
@@ -247,6 +249,15 @@ func WriteLimits(h http.Header, ls []Limit, s Style) {
 		v = strconv.AppendInt(v, max(b.Remaining, 0), 10)
 		ends[3] = len(v)
 		v = strconv.AppendInt(v, ceilSeconds(reset), 10)
+		ends[7] = len(v)
+		// X-RateLimit-Reset-After (Discord's): the same wait in seconds
+		// with milliseconds, rounded up, for clients that can use it.
+		ms := int64(reset / time.Millisecond)
+		if reset%time.Millisecond != 0 {
+			ms++
+		}
+		v = strconv.AppendInt(v, ms/1000, 10)
+		v = append(v, '.', byte('0'+ms/100%10), byte('0'+ms/10%10), byte('0'+ms%10))
 	}
 	ends[4] = len(v)
 	if s&IETF != 0 {
@@ -289,7 +300,7 @@ func WriteLimits(h http.Header, ls []Limit, s Style) {
 	}
 	all := string(v)
 
-	var vals [7]string
+	var vals [8]string
 	i := 0
 	set := func(key, val string) {
 		vals[i] = val
@@ -303,7 +314,8 @@ func WriteLimits(h http.Header, ls []Limit, s Style) {
 	if s&Legacy != 0 {
 		set("X-Ratelimit-Limit", all[ends[1]:ends[2]])
 		set("X-Ratelimit-Remaining", all[ends[2]:ends[3]])
-		set("X-Ratelimit-Reset", all[ends[3]:ends[4]])
+		set("X-Ratelimit-Reset", all[ends[3]:ends[7]])
+		set("X-Ratelimit-Reset-After", all[ends[7]:ends[4]])
 	}
 	if s&IETF != 0 {
 		set("Ratelimit-Policy", all[ends[4]:ends[5]])

@@ -150,13 +150,14 @@ func TestWriteLimits(t *testing.T) {
 	h := http.Header{}
 	WriteLimits(h, []Limit{day, minute}, Both)
 	assert.Equal(t, http.Header{
-		"Retry-After":           {"2"},
-		"Retry-After-Ms":        {"1500"},
-		"X-Ratelimit-Limit":     {"10"},
-		"X-Ratelimit-Remaining": {"0"},
-		"X-Ratelimit-Reset":     {"2"},
-		"Ratelimit-Policy":      {`"POST /api/ask 1000/1d";q=1000;w=86400, "POST /api/ask 10/1m";q=10;w=60`},
-		"Ratelimit":             {`"POST /api/ask 1000/1d";r=990;t=81166, "POST /api/ask 10/1m";r=0;t=2`},
+		"Retry-After":             {"2"},
+		"Retry-After-Ms":          {"1500"},
+		"X-Ratelimit-Limit":       {"10"},
+		"X-Ratelimit-Remaining":   {"0"},
+		"X-Ratelimit-Reset":       {"2"},
+		"X-Ratelimit-Reset-After": {"1.500"},
+		"Ratelimit-Policy":        {`"POST /api/ask 1000/1d";q=1000;w=86400, "POST /api/ask 10/1m";q=10;w=60`},
+		"Ratelimit":               {`"POST /api/ask 1000/1d";r=990;t=81166, "POST /api/ask 10/1m";r=0;t=2`},
 	}, h)
 
 	info := Parse(h, now)
@@ -164,7 +165,7 @@ func TestWriteLimits(t *testing.T) {
 	assert.Equal(t, []Quota{
 		{Name: "POST /api/ask 1000/1d", Limit: 1000, Remaining: 990, Window: 24 * time.Hour, Reset: now.Add(81166 * time.Second), Unit: "requests"},
 		{Name: "POST /api/ask 10/1m", Limit: 10, Remaining: 0, Window: time.Minute, Reset: now.Add(2 * time.Second), Unit: "requests"},
-		{Limit: 10, Remaining: 0, Reset: now.Add(2 * time.Second)},
+		{Limit: 10, Remaining: 0, Reset: now.Add(1500 * time.Millisecond)}, // Reset-After, to the millisecond
 	}, info.Quotas)
 
 	// Allowed: the legacy triple is the limit with the least left, all
@@ -173,9 +174,10 @@ func TestWriteLimits(t *testing.T) {
 	h = http.Header{}
 	WriteLimits(h, []Limit{day, minute}, Legacy)
 	assert.Equal(t, http.Header{
-		"X-Ratelimit-Limit":     {"10"},
-		"X-Ratelimit-Remaining": {"3"},
-		"X-Ratelimit-Reset":     {"6"},
+		"X-Ratelimit-Limit":       {"10"},
+		"X-Ratelimit-Remaining":   {"3"},
+		"X-Ratelimit-Reset":       {"6"},
+		"X-Ratelimit-Reset-After": {"6.000"},
 	}, h)
 
 	// Final: no Retry-After; units, no window and no t are written so.
@@ -185,11 +187,12 @@ func TestWriteLimits(t *testing.T) {
 		{Name: "in flight \"x\" é", Quota: 5, Unit: "concurrent-requests", Remaining: 4, Reset: -1},
 	}, Both)
 	assert.Equal(t, http.Header{
-		"X-Ratelimit-Limit":     {"1000"},
-		"X-Ratelimit-Remaining": {"1000"},
-		"X-Ratelimit-Reset":     {"3600"},
-		"Ratelimit-Policy":      {`"cap";q=1000;qu="cost";w=3600, "in flight \"x\" %C3%A9";q=5;qu="concurrent-requests"`},
-		"Ratelimit":             {`"cap";r=1000, "in flight \"x\" %C3%A9";r=4`},
+		"X-Ratelimit-Limit":       {"1000"},
+		"X-Ratelimit-Remaining":   {"1000"},
+		"X-Ratelimit-Reset":       {"3600"},
+		"X-Ratelimit-Reset-After": {"3600.000"},
+		"Ratelimit-Policy":        {`"cap";q=1000;qu="cost";w=3600, "in flight \"x\" %C3%A9";q=5;qu="concurrent-requests"`},
+		"Ratelimit":               {`"cap";r=1000, "in flight \"x\" %C3%A9";r=4`},
 	}, h)
 	qs := Parse(h, now).Quotas
 	require.Len(t, qs, 3)

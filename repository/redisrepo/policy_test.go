@@ -144,7 +144,7 @@ func run(h http.Handler, script []policyRequest) []response {
 
 // timing matches the fields that depend on when a request came: they may
 // differ by a second of rounding between two runs.
-var timing = regexp.MustCompile(`(t=|Retry-After: |Retry-After-Ms: |X-Ratelimit-Reset: |"retry_after":|retry after )(\d+)`)
+var timing = regexp.MustCompile(`(t=|Retry-After: |Retry-After-Ms: |X-Ratelimit-Reset: |X-Ratelimit-Reset-After: |"retry_after":|retry after )(\d+)(?:\.\d+)?`)
 
 // render is a response as text, its timing fields replaced by "#", and
 // those fields' values. (Content-Length follows the body, so it is left
