@@ -107,7 +107,9 @@ func WithFailOpen(open bool) Option { return func(rl *RateLimiter) { rl.failOpen
 // caller an abuse detector flagged. An empty result keeps the type the
 // rejection had: ProblemTypeQuotaExceeded, or a policy Rule's Problem. The
 // body is as RateLimited writes it, with Problem.WithType's status and
-// title. WithOnRejected, if given, writes the response instead.
+// title. A refusal no wait can cure (Event.Final) always has
+// ProblemTypeRequestExceedsLimit, and f is not asked. WithOnRejected, if
+// given, writes the response instead.
 func WithProblemType(f func(Event) string) Option {
 	return func(rl *RateLimiter) { rl.problemType = f }
 }
