@@ -653,6 +653,28 @@ func (g *gate) tighten(a *answer, until time.Time) {
 	}
 }
 
+// twins reads each reset of qs, an answer's quotas read at now, by the
+// tightest bound the answer gives: a quota written in whole seconds (the
+// IETF t, X-RateLimit-Reset) that has a twin in the same answer — the same
+// limit and remaining, written by a server that sends both forms — whose
+// reset is finer (X-RateLimit-Reset-After, to the millisecond) and falls
+// within the second the whole one rounds up, ends at the twin's.
+func twins(qs []headers.Quota, now time.Time) {
+	for i := range qs {
+		q := &qs[i]
+		if q.Reset.IsZero() || q.Remaining < 0 || !wholeSeconds(q.Reset, now) {
+			continue
+		}
+		for j := range qs {
+			t := &qs[j]
+			if j != i && t.Limit == q.Limit && t.Remaining == q.Remaining && !t.Reset.IsZero() &&
+				!wholeSeconds(t.Reset, now) && !t.Reset.After(q.Reset) && t.Reset.After(q.Reset.Add(-time.Second-resetSlack)) {
+				q.Reset = t.Reset
+			}
+		}
+	}
+}
+
 // unexplained reports whether a refusal that asked for a wait teaches a
 // pace: the server advertises no quota, or it does but refused while its
 // quotas had room — a limit it keeps to itself (GitHub's secondary
@@ -672,6 +694,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	if tk.probe && !g.ws.reset.IsZero() && a.status < 400 {
 		g.ws.learn(a, now)
 	}
+	twins(a.info.Quotas, now)
 	var until time.Time
 	learned := false
 	for i := range a.info.Quotas {

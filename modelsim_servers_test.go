@@ -191,9 +191,15 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 			mark = "  <- sent during a pause"
 		}
 		at := func(t time.Time) string { return fmt.Sprintf("%.4f", t.Sub(start).Seconds()) }
-		w.log = append(w.log, fmt.Sprintf("sent %s arrived %s heard %s: %d Retry-After=%q X-RateLimit-Remaining=%q X-RateLimit-Reset=%q RateLimit=%q%s",
+		extra := ""
+		for _, k := range []string{"Retry-After-Ms", "X-Ratelimit-Reset-After"} {
+			if v := resp.Header.Get(k); v != "" {
+				extra += " " + k + "=" + strconv.Quote(v)
+			}
+		}
+		w.log = append(w.log, fmt.Sprintf("sent %s arrived %s heard %s: %d Retry-After=%q X-RateLimit-Remaining=%q X-RateLimit-Reset=%q RateLimit=%q%s%s",
 			at(sent), at(arrived), at(time.Now()), resp.StatusCode, resp.Header.Get("Retry-After"),
-			resp.Header.Get("X-Ratelimit-Remaining"), resp.Header.Get("X-Ratelimit-Reset"), resp.Header.Get("Ratelimit"), mark))
+			resp.Header.Get("X-Ratelimit-Remaining"), resp.Header.Get("X-Ratelimit-Reset"), resp.Header.Get("Ratelimit"), extra, mark))
 		if w.inPause == 0 && len(w.log) > 40 {
 			w.log = w.log[1:]
 		}

@@ -335,8 +335,11 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// old reset (and the probe, and a few sent just before). Clearly
 		// less than that (by more than a tenth of the limit, and one), and
 		// the previous window still weighs in: a sliding window whose reset
-		// is the current fixed window's end (go-chi/httprate).
-		if s.Limit > 0 && s.Remaining+q.after < s.Limit-1-s.Limit/10 {
+		// is the current fixed window's end (go-chi/httprate), written in
+		// epoch seconds. (A reset written relative to the answer — a
+		// bucket's next permit, a sliding log's next free slot — moves
+		// with each answer: nothing to tell a window's length by.)
+		if s.Limit > 0 && s.Remaining+q.after < s.Limit-1-s.Limit/10 && s.Reset.Nanosecond() == 0 && q.said.Nanosecond() == 0 {
 			// Its window: as the server says, or the step between the
 			// resets it wrote (not ours, adjusted for sloppy servers).
 			q.window = s.Window

@@ -53,9 +53,11 @@ func Write(h http.Header, d limiters.Decision, s Style) {
 	}
 	limit := int64(max(d.Limit, 0))
 	remaining := int64(max(d.Remaining, 0))
-	reset := ceilSeconds(d.ResetAfter)
+	wait := d.ResetAfter // X-RateLimit-Reset's, to the nanosecond
+	reset := ceilSeconds(wait)
 	more := reset // IETF t: until more quota is available
 	if !d.Allowed {
+		wait = d.RetryAfter
 		reset = max(ceilSeconds(d.RetryAfter), 1)
 		more = reset
 	} else if d.RetryAfter > 0 {
@@ -65,13 +67,20 @@ func Write(h http.Header, d limiters.Decision, s Style) {
 	// Every value goes into one buffer and one string, sliced per field.
 	var buf [128]byte
 	b := buf[:0]
-	var ends [5]int
+	var ends [6]int
 	b = strconv.AppendInt(b, reset, 10) // Retry-After and X-RateLimit-Reset
 	ends[0] = len(b)
 	b = strconv.AppendInt(b, limit, 10)
 	ends[1] = len(b)
 	b = strconv.AppendInt(b, remaining, 10)
 	ends[2] = len(b)
+	// X-RateLimit-Reset-After (Discord's): X-RateLimit-Reset's wait in
+	// seconds with milliseconds, rounded up: a client that reads it waits
+	// 100 ms for a permit 100 ms away, not the whole second the other
+	// fields round up to. (Retry-After-Ms, on a refusal, is the same.)
+	b = appendMillis(b, wait)
+	ends[5] = len(b)
+	ends[3] = len(b)
 	if s&IETF != 0 {
 		b = append(b, `"default";q=`...)
 		b = strconv.AppendInt(b, limit, 10)
@@ -86,7 +95,7 @@ func Write(h http.Header, d limiters.Decision, s Style) {
 
 	// One backing array for every field's []string: h.Set would allocate
 	// one per field.
-	var vals [6]string
+	var vals [7]string
 	i := 0
 	set := func(key, val string) {
 		vals[i] = val
@@ -100,11 +109,23 @@ func Write(h http.Header, d limiters.Decision, s Style) {
 		set("X-Ratelimit-Limit", v[ends[0]:ends[1]])
 		set("X-Ratelimit-Remaining", v[ends[1]:ends[2]])
 		set("X-Ratelimit-Reset", v[:ends[0]])
+		set("X-Ratelimit-Reset-After", v[ends[2]:ends[5]])
 	}
 	if s&IETF != 0 {
-		set("Ratelimit-Policy", v[ends[2]:ends[3]])
+		set("Ratelimit-Policy", v[ends[5]:ends[3]])
 		set("Ratelimit", v[ends[3]:ends[4]])
 	}
+}
+
+// appendMillis appends d in seconds with three decimals, rounded up to
+// the millisecond ("0.100", "65.612").
+func appendMillis(b []byte, d time.Duration) []byte {
+	ms := max(int64(d/time.Millisecond), 0)
+	if d > 0 && d%time.Millisecond != 0 {
+		ms++
+	}
+	b = strconv.AppendInt(b, ms/1000, 10)
+	return append(b, '.', byte('0'+ms/100%10), byte('0'+ms/10%10), byte('0'+ms%10))
 }
 
 // ceilSeconds rounds d up to whole seconds; negative is zero.
@@ -252,12 +273,7 @@ func WriteLimits(h http.Header, ls []Limit, s Style) {
 		ends[7] = len(v)
 		// X-RateLimit-Reset-After (Discord's): the same wait in seconds
 		// with milliseconds, rounded up, for clients that can use it.
-		ms := int64(reset / time.Millisecond)
-		if reset%time.Millisecond != 0 {
-			ms++
-		}
-		v = strconv.AppendInt(v, ms/1000, 10)
-		v = append(v, '.', byte('0'+ms/100%10), byte('0'+ms/10%10), byte('0'+ms%10))
+		v = appendMillis(v, reset)
 	}
 	ends[4] = len(v)
 	if s&IETF != 0 {

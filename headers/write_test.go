@@ -21,15 +21,17 @@ func TestWrite(t *testing.T) {
 		want  http.Header
 	}{
 		{"legacy allowed", allowed, Legacy, http.Header{
-			"X-Ratelimit-Limit":     {"100"},
-			"X-Ratelimit-Remaining": {"42"},
-			"X-Ratelimit-Reset":     {"30"},
+			"X-Ratelimit-Limit":       {"100"},
+			"X-Ratelimit-Remaining":   {"42"},
+			"X-Ratelimit-Reset":       {"30"},
+			"X-Ratelimit-Reset-After": {"29.500"},
 		}},
 		{"legacy denied", denied, Legacy, http.Header{
-			"Retry-After":           {"1"},
-			"X-Ratelimit-Limit":     {"100"},
-			"X-Ratelimit-Remaining": {"0"},
-			"X-Ratelimit-Reset":     {"1"},
+			"Retry-After":             {"1"},
+			"X-Ratelimit-Limit":       {"100"},
+			"X-Ratelimit-Remaining":   {"0"},
+			"X-Ratelimit-Reset":       {"1"},
+			"X-Ratelimit-Reset-After": {"0.600"},
 		}},
 		{"IETF allowed", allowed, IETF, http.Header{
 			"Ratelimit-Policy": {`"default";q=100`},
@@ -41,27 +43,30 @@ func TestWrite(t *testing.T) {
 			"Ratelimit":        {`"default";r=0;t=1`},
 		}},
 		{"both", allowed, Both, http.Header{
-			"X-Ratelimit-Limit":     {"100"},
-			"X-Ratelimit-Remaining": {"42"},
-			"X-Ratelimit-Reset":     {"30"},
-			"Ratelimit-Policy":      {`"default";q=100`},
-			"Ratelimit":             {`"default";r=42;t=30`},
+			"X-Ratelimit-Limit":       {"100"},
+			"X-Ratelimit-Remaining":   {"42"},
+			"X-Ratelimit-Reset":       {"30"},
+			"X-Ratelimit-Reset-After": {"29.500"},
+			"Ratelimit-Policy":        {`"default";q=100`},
+			"Ratelimit":               {`"default";r=42;t=30`},
 		}},
 		{"zero style allowed", allowed, 0, http.Header{}},
 		{"zero style denied", denied, 0, http.Header{"Retry-After": {"1"}}},
 		{"exhausted but allowed advertises the full reset",
 			limiters.Decision{Allowed: true, Limit: 10, ResetAfter: 5 * time.Second}, Legacy, http.Header{
-				"X-Ratelimit-Limit":     {"10"},
-				"X-Ratelimit-Remaining": {"0"},
-				"X-Ratelimit-Reset":     {"5"},
+				"X-Ratelimit-Limit":       {"10"},
+				"X-Ratelimit-Remaining":   {"0"},
+				"X-Ratelimit-Reset":       {"5"},
+				"X-Ratelimit-Reset-After": {"5.000"},
 			}},
 		{"IETF t is the time until more quota when an allowed decision says it",
 			limiters.Decision{Allowed: true, Limit: 10, ResetAfter: 5 * time.Second, RetryAfter: 500 * time.Millisecond}, Both, http.Header{
-				"X-Ratelimit-Limit":     {"10"},
-				"X-Ratelimit-Remaining": {"0"},
-				"X-Ratelimit-Reset":     {"5"},
-				"Ratelimit-Policy":      {`"default";q=10`},
-				"Ratelimit":             {`"default";r=0;t=1`},
+				"X-Ratelimit-Limit":       {"10"},
+				"X-Ratelimit-Remaining":   {"0"},
+				"X-Ratelimit-Reset":       {"5"},
+				"X-Ratelimit-Reset-After": {"5.000"},
+				"Ratelimit-Policy":        {`"default";q=10`},
+				"Ratelimit":               {`"default";r=0;t=1`},
 			}},
 		{"denied with no RetryAfter still says 1",
 			limiters.Decision{Limit: 10}, 0, http.Header{"Retry-After": {"1"}}},
@@ -69,9 +74,10 @@ func TestWrite(t *testing.T) {
 			limiters.Decision{Limit: 10, RetryAfter: 3 * time.Second}, 0, http.Header{"Retry-After": {"3"}}},
 		{"negative counts are written as zero",
 			limiters.Decision{Allowed: true, Limit: -1, Remaining: -5, ResetAfter: -time.Second}, Legacy, http.Header{
-				"X-Ratelimit-Limit":     {"0"},
-				"X-Ratelimit-Remaining": {"0"},
-				"X-Ratelimit-Reset":     {"0"},
+				"X-Ratelimit-Limit":       {"0"},
+				"X-Ratelimit-Remaining":   {"0"},
+				"X-Ratelimit-Reset":       {"0"},
+				"X-Ratelimit-Reset-After": {"0.000"},
 			}},
 	}
 	for _, tt := range tests {
@@ -101,17 +107,20 @@ func TestWriteRoundTrip(t *testing.T) {
 	for _, d := range decisions {
 		// What the client should see as the reset: the wait until a permit
 		// when denied, the time until full otherwise, in whole seconds.
-		reset := ceilSeconds(d.ResetAfter)
+		// The legacy triple's X-RateLimit-Reset-After says the same wait
+		// to the millisecond, and Parse reads it.
+		reset, wait := ceilSeconds(d.ResetAfter), d.ResetAfter
 		if !d.Allowed {
-			reset = max(ceilSeconds(d.RetryAfter), 1)
+			reset, wait = max(ceilSeconds(d.RetryAfter), 1), d.RetryAfter
 		}
 		want := Quota{
 			Limit:     int64(d.Limit),
 			Remaining: int64(d.Remaining),
-			Reset:     now.Add(time.Duration(reset) * time.Second),
+			Reset:     now.Add(wait.Round(time.Millisecond)),
 		}
 		wantIETF := want
 		wantIETF.Name, wantIETF.Unit = "default", "requests"
+		wantIETF.Reset = now.Add(time.Duration(reset) * time.Second)
 
 		for _, s := range []Style{0, Legacy, IETF, Both} {
 			h := http.Header{}
