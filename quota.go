@@ -177,9 +177,14 @@ func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
 		return 0
 	}
 	// Spread until the earliest the window may end, never past it: a
-	// unit held beyond the end is a unit the window never used.
+	// unit held beyond the end is a unit the window never used. A window
+	// that ends within spreadMin is not spread at all: spreading buys no
+	// throughput (every unit is spent by the end either way), only
+	// smoothness where the wait at zero would be long — and holding the
+	// last units of a one-second window costs a whole window's worth when
+	// they are a job's last.
 	left := q.earliest().Sub(now)
-	if left <= 0 {
+	if left <= spreadMin {
 		return 0
 	}
 	return time.Duration(float64(left) * float64(n) / float64(a+n))
@@ -194,6 +199,10 @@ func (q *quota) earliest() time.Time {
 	}
 	return q.reset
 }
+
+// spreadMin is the least time to a window's end over which its last
+// units are spread (pace).
+const spreadMin = 5 * time.Second
 
 // slidingMargin is how many requests per window under its limit a
 // sliding window is paced: its weighted count is rounded to the nearest
