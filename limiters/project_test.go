@@ -17,7 +17,7 @@ func run(ns []int) waiters {
 	if last == nil {
 		return waiters{}
 	}
-	return waiters{q.Head(), last, n, permits}
+	return waiters{q.Head(), last, n, permits, nil}
 }
 
 // TestClosedFormProjections: the bucket algorithms' projections from the
