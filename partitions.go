@@ -1,7 +1,6 @@
 package throttle
 
 import (
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -32,8 +31,9 @@ func WithMaxPartitions(n int) Option {
 
 // partitions is the Transport's map of partition gates, with what bounds
 // it: a ring the sweeps walk (the clock algorithm's approximation of least
-// recently used: a use sets an entry's bit, without a lock; the eviction
-// hand clears set bits and evicts the first idle entry it finds clear) and
+// recently used: a use counts, without a lock; the eviction hand gives an
+// entry used since it last passed another turn, and evicts the first idle
+// entry that was not) and
 // a second hand that forgets, a few entries a step, the partitions that
 // hold nothing worth remembering. Guarded by Transport.mu.
 type partitions struct {
@@ -45,26 +45,25 @@ type partitions struct {
 	max   int
 }
 
-// part is one partition: its gate, its place in the ring, and whether it
-// was used since the eviction hand last passed.
+// part is one partition: its gate, its place in the ring, and its uses:
+// it was used since the eviction hand last passed if they changed since.
 type part struct {
 	g    *gate
 	key  string
 	at   int
-	used atomic.Bool
+	uses atomic.Uint32 // counts requests, wrapping
+	seen uint32        // uses when the eviction hand last passed; guarded by Transport.mu
 }
 
-// sweepEvery is the chance (1 in sweepEvery) that a request to a known
-// partition takes a sweeping step; every new partition takes one.
+// sweepEvery is how often (every sweepEvery-th request to a known
+// partition) a request lets the sweeper take a step; every new partition
+// takes one.
 const sweepEvery = 64
 
-// touch marks p used and, now and then, lets the sweeper take a step.
-// It runs with no lock held.
+// touch counts a use of p and, every sweepEvery uses, lets the sweeper take
+// a step. It runs with no lock held.
 func (t *Transport) touch(p *part) {
-	if !p.used.Load() {
-		p.used.Store(true)
-	}
-	if rand.Uint32()%sweepEvery == 0 && t.mu.TryLock() {
+	if p.uses.Add(1)%sweepEvery == 0 && t.mu.TryLock() {
 		t.parts.sweepStep(time.Now())
 		t.mu.Unlock()
 	}
@@ -78,8 +77,7 @@ func (ps *partitions) add(key string, g *gate) {
 	if len(ps.ring) >= ps.max {
 		ps.evictOne(now)
 	}
-	p := &part{g: g, key: key, at: len(ps.ring)}
-	p.used.Store(true)
+	p := &part{g: g, key: key, at: len(ps.ring), seen: ^uint32(0)} // as if used
 	ps.ring = append(ps.ring, p)
 	ps.m[key] = p
 }
@@ -147,8 +145,8 @@ func (ps *partitions) evictOne(now time.Time) {
 			ps.evict = 0
 		}
 		p := ps.ring[ps.evict]
-		if p.used.Load() {
-			p.used.Store(false)
+		if u := p.uses.Load(); u != p.seen {
+			p.seen = u // used since the hand last passed: it gets another turn
 			ps.evict++
 			continue
 		}

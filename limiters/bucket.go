@@ -224,6 +224,16 @@ func (b *bucketLimiter) TryAcquire(n int) Decision {
 		return b.core.TryAcquire(n)
 	}
 	now := b.clock(t)
+	if b.s.tat.ceil() < now {
+		// The bucket is full: the n ≤ burst permits are there, and what
+		// is left and when it is full again follow without a division.
+		span := b.s.iv.times(n)
+		b.s.tat = b.s.iv.add(fine{ns: now}, span)
+		b.acquired += int64(n)
+		lim := b.s.burst
+		b.mu.Unlock()
+		return Decision{Allowed: true, Limit: lim, Remaining: lim - n, ResetAfter: time.Duration(span.ceil())}
+	}
 	retry := b.s.wait(now, n)
 	if retry == 0 {
 		b.s.take(now, n)

@@ -126,6 +126,9 @@ func (c *chain) take(_ int64, n int) {
 	for _, m := range c.members {
 		m.alg.take(m.alg.now(), n)
 		m.acquired += int64(n)
+		if m.q != nil { // what the member's own waiters will find has changed
+			m.q.Bump()
+		}
 	}
 	c.unlock()
 }
@@ -134,6 +137,9 @@ func (c *chain) refund(_ int64, n int) {
 	c.lock()
 	for _, m := range c.members {
 		m.alg.refund(m.alg.now(), n)
+		if m.q != nil {
+			m.q.Bump()
+		}
 		m.acquired -= int64(n)
 	}
 	c.unlock()
@@ -158,6 +164,7 @@ func (c *chain) state(_ int64, _ int) (int, int, int64) {
 func (c *chain) project(_ int64, ahead waiters, n int) int64 {
 	c.lock()
 	defer c.unlock()
+	ahead.q = nil // the chain's waiters, not a member's own queue
 	var d int64
 	for _, m := range c.members {
 		d = max(d, m.alg.project(m.alg.now(), ahead, n))

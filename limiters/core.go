@@ -55,6 +55,7 @@ type waiters struct {
 	first, last *waiter
 	count       int
 	permits     int
+	q           *waitq.Queue // the queue they are in, when it is the algorithm's own; else nil
 }
 
 // all yields the waiters in the run, first to last.
@@ -138,7 +139,7 @@ func (c *core) ahead(p int) waiters {
 	if last == nil {
 		return waiters{}
 	}
-	return waiters{c.q.Head(), last, n, permits}
+	return waiters{c.q.Head(), last, n, permits, &c.q.Queue}
 }
 
 func (c *core) queuedPermits() int {
@@ -282,6 +283,7 @@ func (c *core) wait(ctx context.Context, now int64, w *waiter) error {
 		if granted { // as we gave up: give the permits back
 			c.alg.refund(now, w.N)
 			c.acquired -= int64(w.N)
+			c.q.Bump()
 		}
 		if granted || wasHead { // let the next go
 			c.dispatch(now)
@@ -325,7 +327,7 @@ func (c *core) dispatch(now int64) {
 		}
 		c.alg.take(t, w.N)
 		c.acquired += int64(w.N)
-		q.Grant(w)
+		q.Grant(w) // the head: projections cached stay true
 	}
 	q.stop()
 }
@@ -433,6 +435,67 @@ func projectCopy[S any, P interface {
 		return never
 	}
 	return t + d - now
+}
+
+// projection is what projectCached keeps of a queue, for an algorithm
+// whose projection is not closed-form in the permits ahead (the windows):
+// the state the algorithm will be in once the waiters up to last are
+// granted, each at its due time, and when last is.
+type projection[S any] struct {
+	q    *waitq.Queue
+	gen  uint64 // q.Gen() when it was true
+	last *waiter
+	t    int64
+	s    S
+}
+
+// projectCached is projectCopy for a queue's whole run of waiters, kept up
+// to date as waiters join the tail and the head is granted, instead of run
+// again over every waiter: the grants follow the projection (each at its
+// due time), so the state it reached stays true until the queue changes
+// otherwise (waitq's Gen) or the state does (a refund, a reconfiguration,
+// a Chain's take: the owner bumps Gen). clone copies a state for the
+// projection to change. A run that is not the whole queue (a newcomer of
+// higher priority, a Chain's waiters) is projected from scratch.
+func projectCached[S any, P interface {
+	*S
+	stepper
+}](pc **projection[S], s S, clone func(S) S, now int64, ahead waiters, n int) int64 {
+	if ahead.q == nil || ahead.last != ahead.q.Tail() {
+		return projectCopy[S, P](clone(s), now, ahead, n)
+	}
+	c := *pc
+	if c == nil {
+		c = new(projection[S])
+		*pc = c
+	}
+	var from *waiter
+	switch {
+	case c.q == ahead.q && c.gen == ahead.q.Gen() && c.last != nil && c.last.Queued() && c.t >= now:
+		from = c.last.Next() // nil when nobody joined since
+	default: // from the state now
+		c.q, c.gen, c.s, c.t, from = ahead.q, ahead.q.Gen(), clone(s), now, ahead.first
+	}
+	p := P(&c.s)
+	for w := from; w != nil; w = w.Next() {
+		if w.N > p.limit() { // a waiter above a lowered limit: dispatch will fail it
+			c.last = nil
+			return never
+		}
+		d := p.wait(c.t, w.N)
+		if d >= never-c.t {
+			c.last = nil
+			return never
+		}
+		c.t += d
+		p.take(c.t, w.N)
+		c.last = w
+	}
+	d := p.wait(c.t, n)
+	if d >= never-c.t {
+		return never
+	}
+	return c.t + d - now
 }
 
 // satAdd returns a+b for b ≥ 0, saturating at MaxInt64.

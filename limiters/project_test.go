@@ -17,7 +17,7 @@ func run(ns []int) waiters {
 	if last == nil {
 		return waiters{}
 	}
-	return waiters{q.Head(), last, n, permits}
+	return waiters{q.Head(), last, n, permits, nil}
 }
 
 // TestClosedFormProjections: the bucket algorithms' projections from the
@@ -52,6 +52,29 @@ func TestClosedFormProjections(t *testing.T) {
 		l.set(iv, burst)
 		if got, want := l.project(now, ahead, n), projectCopy(l, now, ahead, n); got != want {
 			t.Fatalf("case %d: leaky %v tat %v now %d ahead %v n %d: closed form %d, stepped %d", i, r, tat, now, ns, n, got, want)
+		}
+	}
+}
+
+// TestFullBucketShortcut: what TryAcquire answers from a full bucket
+// without the division is what the bucket's arithmetic says.
+func TestFullBucketShortcut(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	rates := []Rate{PerSecond(3), PerSecond(1e9), Every(7), {N: 7, Per: 1000000007}, PerHour(1), {N: 1 << 40, Per: 3}}
+	for range 20000 {
+		r := rates[rng.IntN(len(rates))]
+		burst := 1 + rng.IntN(1000)
+		g := gcra{bucket: newBucket(r, burst)}
+		now := rng.Int64N(1 << 50)
+		g.tat = fine{ns: now - 1 - rng.Int64N(1<<20)}
+		n := 1 + rng.IntN(g.burst)
+		if g.wait(now, n) != 0 {
+			t.Fatalf("%v burst %d: a full bucket refused %d", r, burst, n)
+		}
+		g.take(now, n)
+		rem, reset := g.remaining(now)
+		if span := g.iv.times(n); rem != g.burst-n || reset != span.ceil() {
+			t.Fatalf("%v burst %d n %d: remaining %d reset %d, shortcut %d %d", r, g.burst, n, rem, reset, g.burst-n, span.ceil())
 		}
 	}
 }

@@ -41,6 +41,9 @@ func (c *core) reconfigure(change func(now int64)) {
 	c.mu.Lock()
 	now := c.clock(t)
 	change(now)
+	if c.q != nil {
+		c.q.Bump() // projections cached no longer hold
+	}
 	if c.head() != nil {
 		lim := c.alg.limit()
 		for w := c.q.Head(); w != nil; {

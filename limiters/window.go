@@ -52,6 +52,7 @@ func (w *window) setWindow(now, win int64) {
 type fixedWindow struct {
 	window
 	count int
+	proj  *projection[fixedWindow] // nil until someone waits
 }
 
 // NewFixedWindow returns a limiter admitting limit permits per window. It
@@ -101,8 +102,11 @@ func (f *fixedWindow) state(now int64, _ int) (int, int, int64) {
 }
 
 func (f *fixedWindow) project(now int64, ahead waiters, n int) int64 {
-	return projectCopy(*f, now, ahead, n)
+	return projectCached(&f.proj, *f, cloneValue, now, ahead, n)
 }
+
+// cloneValue copies a state that holds no reference to what it changes.
+func cloneValue[S any](s S) S { return s }
 
 // SlidingWindow approximates a sliding window with two fixed windows (aligned
 // to the Unix epoch like FixedWindow's): at elapsed time e into the current
@@ -128,6 +132,7 @@ type SlidingWindow struct {
 type slidingWindow struct {
 	window
 	prev, curr int
+	proj       *projection[slidingWindow] // nil until someone waits
 }
 
 // NewSlidingWindow returns a sliding-window-counter limiter admitting about
@@ -219,7 +224,7 @@ func (s *slidingWindow) state(now int64, _ int) (int, int, int64) {
 }
 
 func (s *slidingWindow) project(now int64, ahead waiters, n int) int64 {
-	return projectCopy(*s, now, ahead, n)
+	return projectCached(&s.proj, *s, cloneValue, now, ahead, n)
 }
 
 // SlidingLog is the exact sliding window: it admits n iff the permits granted
@@ -236,11 +241,12 @@ type logEntry struct {
 }
 
 type slidingLog struct {
-	window            // start unused: the log needs no alignment
-	ring   []logEntry // len(ring) is the capacity in use, ≤ lim
-	head   int        // index of the oldest entry
-	count  int        // entries in use
-	total  int        // permits in the log
+	window                         // start unused: the log needs no alignment
+	ring   []logEntry              // len(ring) is the capacity in use, ≤ lim
+	head   int                     // index of the oldest entry
+	count  int                     // entries in use
+	total  int                     // permits in the log
+	proj   *projection[slidingLog] // nil until someone waits
 }
 
 // NewSlidingLog returns an exact sliding-window limiter admitting limit
@@ -343,8 +349,11 @@ func (l *slidingLog) project(now int64, ahead waiters, n int) int64 {
 	if ahead.first == nil {
 		return l.wait(now, n)
 	}
-	c := *l
-	c.ring = make([]logEntry, len(l.ring))
-	copy(c.ring, l.ring)
-	return projectCopy(c, now, ahead, n)
+	return projectCached(&l.proj, *l, cloneLog, now, ahead, n)
+}
+
+// cloneLog copies a log with a ring of its own.
+func cloneLog(l slidingLog) slidingLog {
+	l.ring = append([]logEntry(nil), l.ring...)
+	return l
 }

@@ -79,6 +79,7 @@ type Queue struct {
 	settledPermits int
 	lanes          []*lane // descending priority, in queue order
 	spare          *lane   // an emptied lane, kept for reuse
+	gen            uint64  // see Gen
 
 	// MaxOvertakes bounds how many later arrivals may go ahead of one
 	// waiter; 0 means DefaultMaxOvertakes, < 0 means none (pure FIFO).
@@ -94,6 +95,23 @@ func (q *Queue) maxOvertakes() int {
 
 // Head is the first waiter, or nil.
 func (q *Queue) Head() *Waiter { return q.head }
+
+// Tail is the last waiter, or nil.
+func (q *Queue) Tail() *Waiter { return q.tail }
+
+// Queued reports whether w is in a queue.
+func (w *Waiter) Queued() bool { return w.queued }
+
+// Gen changes whenever the queue changes otherwise than by a push at the
+// tail or a grant of the head (a waiter left from elsewhere, or one went
+// ahead of others), and on Bump: what an owner computed from the waiters
+// in order stays true while Gen stays the same, for the waiters still
+// queued.
+func (q *Queue) Gen() uint64 { return q.gen }
+
+// Bump changes Gen: the owner's state changed otherwise than by granting
+// the head.
+func (q *Queue) Bump() { q.gen++ }
 
 // Len is the number of waiters.
 func (q *Queue) Len() int { return q.len }
@@ -184,6 +202,9 @@ func (q *Queue) Push(w *Waiter) {
 		}
 	}
 	q.link(w, at)
+	if w.next != nil {
+		q.gen++ // it went ahead of others
+	}
 	w.lane, w.entry = l, l.passes
 	if l.first == nil {
 		l.first = w
@@ -288,6 +309,11 @@ func (q *Queue) Remove(w *Waiter) (wasHead bool) {
 	if !w.queued {
 		return false
 	}
+	q.gen++
+	return q.remove(w)
+}
+
+func (q *Queue) remove(w *Waiter) (wasHead bool) {
 	if l := w.lane; l != nil {
 		l.len--
 		l.permits -= w.N
@@ -335,7 +361,12 @@ func (q *Queue) dropLane(l *lane) {
 
 // Grant takes w out of the queue and wakes it with its permits.
 func (q *Queue) Grant(w *Waiter) {
-	q.Remove(w)
+	if w.queued {
+		if q.head != w {
+			q.gen++
+		}
+		q.remove(w)
+	}
 	close(w.ready)
 }
 
