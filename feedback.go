@@ -80,8 +80,11 @@ type SharedQuota struct {
 // partitions through s, with every Transport using s. The Transport does
 // not own s: closing the Transport leaves s open. Buckets a server names
 // (partition#bucket) and paces learned from bare refusals stay local;
-// the pauses they cause are shared.
-func WithFeedbackStore(s FeedbackStore) Option { return func(t *Transport) { t.store = s } }
+// the pauses they cause are shared. A nil s panics.
+func WithFeedbackStore(s FeedbackStore) Option {
+	mustNotBeNil(s, "WithFeedbackStore", "store")
+	return func(t *Transport) { t.store = s }
+}
 
 // probeLease is how long a Transport elected to probe holds the election:
 // a prober that dies or hangs delays the others by at most this long.

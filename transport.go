@@ -62,19 +62,43 @@ type Transport struct {
 }
 
 // Option configures a Transport.
+//
+// One rule holds for what NewTransport and its options are given: nothing
+// nil is accepted only to crash a request later. A nil Option, and a nil
+// limiter, repository, extractor or store given to an option (WithLimiter,
+// WithRepository, WithKey, WithFeedbackStore), panic at once with a
+// message naming the option. Where nil has a meaning the option says so:
+// a nil base RoundTripper is http.DefaultTransport, and a nil function or
+// logger (WithObserver, WithLogger, WithBucketRoute) means none, the
+// default.
 type Option func(*Transport)
+
+// mustNotBeNil panics, naming the option, when v (an interface) is nil.
+func mustNotBeNil(v any, option, what string) {
+	if v == nil {
+		panic("throttle: " + option + ": nil " + what)
+	}
+}
 
 // WithLimiter makes every request, whatever its partition, take a permit
 // from l. The Transport owns l: Close closes it. WithLimiter and
-// WithRepository replace each other: the last one given wins.
-func WithLimiter(l limiters.Limiter) Option { return func(t *Transport) { t.repo = keyless{l} } }
+// WithRepository replace each other: the last one given wins. A nil l
+// panics.
+func WithLimiter(l limiters.Limiter) Option {
+	mustNotBeNil(l, "WithLimiter", "limiter")
+	return func(t *Transport) { t.repo = keyless{l} }
+}
 
 // WithRepository makes every request take a permit from its partition's
 // limiter in r (the partition is the key WithKey extracts). The Transport
 // owns r: Close closes it. A repository that implements
 // limiters.PermitHolder says whether its permits stay taken until the
-// response body is done; one that does not is assumed to hold them.
-func WithRepository(r repository.Repository) Option { return func(t *Transport) { t.repo = r } }
+// response body is done; one that does not is assumed to hold them. A nil
+// r panics.
+func WithRepository(r repository.Repository) Option {
+	mustNotBeNil(r, "WithRepository", "repository")
+	return func(t *Transport) { t.repo = r }
+}
 
 // WithLimiterCost makes every request take from the WithLimiter limiter
 // or the WithRepository repository as many permits as it declares, with
@@ -87,8 +111,12 @@ func WithLimiterCost(quota string) Option { return func(t *Transport) { t.charge
 
 // WithKey sets how a request's partition is chosen; the default is
 // keyextract.Host(): the request URL's host including its port. Requests for
-// which the extractor reports no key share the partition "".
-func WithKey(e keyextract.Extractor) Option { return func(t *Transport) { t.key = e } }
+// which the extractor reports no key share the partition "". A nil e
+// panics.
+func WithKey(e keyextract.Extractor) Option {
+	mustNotBeNil(e, "WithKey", "extractor")
+	return func(t *Transport) { t.key = e }
+}
 
 // WithMaxWait bounds how long a request may wait for its turn, on top of its
 // context's deadline: a request waits until the earlier of the two. A
@@ -130,18 +158,18 @@ func WithPermitLease(d time.Duration) Option {
 // WithObserver receives an Event for every permit acquired, every request
 // refused, every pause and resumption, and every permit lease that ran
 // out. It is called synchronously on the request's goroutine or a timer's,
-// never with a lock held; keep it fast.
+// never with a lock held; keep it fast. A nil f means no observer.
 func WithObserver(f func(Event)) Option { return func(t *Transport) { t.observer = f } }
 
 // WithLogger logs what deserves a log line through l: a pause a server
 // asked for (Info) and a permit lease that ran out (Warn: a response body
 // was not closed). A client made by NewRetryableClient also gives l to
-// go-retryablehttp, which logs every request and retry. The default is
-// silent.
+// go-retryablehttp, which logs every request and retry. The default, and
+// a nil l, is silent.
 func WithLogger(l *slog.Logger) Option { return func(t *Transport) { t.logger = l } }
 
 // NewTransport returns a Transport sending through base
-// (http.DefaultTransport if nil).
+// (http.DefaultTransport if nil). A nil option panics (see Option).
 func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
@@ -154,7 +182,10 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		lease:    DefaultPermitLease,
 		gates:    make(map[string]*gate),
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("throttle: NewTransport: option %d of %d is nil", i+1, len(opts)))
+		}
 		o(t)
 	}
 	if t.repo != nil {

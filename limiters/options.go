@@ -1,5 +1,7 @@
 package limiters
 
+import "fmt"
+
 // Option configures a limiter at construction.
 type Option func(*config)
 
@@ -27,7 +29,10 @@ func newConfig(queueLimit int, opts []Option) *config {
 		return defaultConfig
 	}
 	c := &config{queueLimit: queueLimit}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("limiters: option %d of %d is nil", i+1, len(opts)))
+		}
 		o(c)
 	}
 	return c

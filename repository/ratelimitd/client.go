@@ -60,7 +60,8 @@ type call struct {
 type Option func(*Client)
 
 // WithHTTPClient sets the http.Client the Client sends with
-// (default: a client of its own with keep-alive connections).
+// (default: a client of its own with keep-alive connections). A nil c
+// means that default.
 func WithHTTPClient(c *http.Client) Option { return func(cl *Client) { cl.hc = c } }
 
 // WithEndpoint sets the endpoint that TryAcquire, Acquire and Peek check
@@ -251,7 +252,9 @@ func (c *Client) check(key string, n int) Check {
 	return Check{Key: key, Cost: &n, Endpoint: c.endpoint, Plan: c.plan}
 }
 
-// TryAcquire checks n permits for key at the service. n == 0 is a peek.
+// TryAcquire checks n permits for key at the service. n == 0 is a peek;
+// a negative n panics (as it does for every repository.Repository), before
+// anything is sent.
 func (c *Client) TryAcquire(ctx context.Context, key string, n int) (limiters.Decision, error) {
 	r, err := c.Check(ctx, c.check(key, n))
 	if err != nil {
@@ -261,7 +264,8 @@ func (c *Client) TryAcquire(ctx context.Context, key string, n int) (limiters.De
 }
 
 // Acquire checks n permits for key until the service grants them, waiting
-// each refusal's retry_after in between. It fails at once with
+// each refusal's retry_after in between. A negative n panics, as it does
+// in TryAcquire. It fails at once with
 // limiters.ErrExceedsLimit when n is more than the limit, and with a
 // *limiters.RejectedError when the wait would pass ctx's deadline. Unlike
 // a local limiter's, the waits of several clients are not in FIFO order.
