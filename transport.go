@@ -55,6 +55,8 @@ type Transport struct {
 	unsub     func()
 	storeDown atomic.Bool // the last call to the store failed
 
+	unknown unknownQuotas // the declared quota names already reported (cost.go)
+
 	mu      sync.RWMutex
 	gates   map[string]*gate
 	sweepAt int // sweep the gates when there are this many
@@ -211,6 +213,8 @@ func logTo(l *slog.Logger, next func(Event)) func(Event) {
 			l.Info("throttle: the server paused a partition", "partition", e.Key, "status", e.Status, "until", e.Until)
 		case EventLeaseExpired:
 			l.Warn("throttle: a response body held its permit past the lease; the permit went back", "partition", e.Key)
+		case EventUnknownQuota:
+			l.Warn("throttle: WithCost names a quota the server did not report", "partition", e.Key, "quota", e.Quota, "err", e.Err)
 		}
 		if next != nil {
 			next(e)
@@ -335,7 +339,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.base.RoundTrip(req)
 	if g != nil {
-		t.learn(own, g, req, r, routed, &tk, claim, resp)
+		t.learn(own, g, req, r, routed, &tk, claim, resp, c)
 	}
 	if err != nil {
 		t.release(key, n)
@@ -364,8 +368,8 @@ func (t *Transport) routeOf(req *http.Request) route {
 // the bucket the answer names, if it names one (learning the route's
 // bucket), else in g. r is req's route if routed; else it is worked out
 // only if the answer names a bucket. claim is the request's unit of the
-// fleet's shared quota (feedback.go), if any.
-func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk *ticket, claim Grant, resp *http.Response) {
+// fleet's shared quota (feedback.go), if any; c is what req declared.
+func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk *ticket, claim Grant, resp *http.Response, c *cost) {
 	if resp != nil && resp.StatusCode < 400 && t.store == nil && !g.heard.Load() {
 		// A partition whose answers have said nothing of rate limits:
 		// most never will, and a success that says nothing needs no
@@ -387,6 +391,9 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 	var a answer
 	a.read(resp, headers.PeekBody(resp), now)
 	defer a.free()
+	if c != nil && t.observer != nil && len(a.info.Quotas) > 0 {
+		t.checkNames(own.key, c, a.info.Quotas)
+	}
 	if !g.heard.Load() && (a.status >= 400 || len(a.info.Quotas) > 0 || a.info.HasRetryAfter) {
 		g.heard.Store(true)
 	}
