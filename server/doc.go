@@ -63,7 +63,8 @@
 //
 //	p, err := server.LoadPolicy("policy.yaml", server.WithPlan(planOf))
 //	if err != nil {
-//		log.Fatal(err) // e.g. policy.yaml:12:9: plans.pro.endpoints["POST /api/ask"].limits[1].rate: limiters: invalid rate ...
+//		// e.g. server: policy policy.yaml:12:47: plans.pro.endpoints["POST /api/ask"].limits[1].rate: limiters: invalid rate "10/x": period must be a positive duration such as s, m, h, d or 30s
+//		log.Fatal(err)
 //	}
 //	defer p.Close()
 //	rl := server.New(nil, server.WithPolicy(p), server.WithKey(keyextract.Header("X-API-Key")))

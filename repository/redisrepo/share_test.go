@@ -39,7 +39,10 @@ func leaseRepo(t *testing.T, s *redistest.Server, opts ...Option) *Repository {
 
 // TestLeasesBound: four replicas hammering one quota admit no more than the
 // documented bound, rate × time + burst + one permit per replica, and use
-// most of it.
+// a good part of it. The upper bound is the property; the lower one only
+// says the shares are used at all: about 90% on a quiet machine, 41% on 2
+// cores shared with two CPU-bound processes (the renewals run late), so
+// it asks for a quarter.
 func TestLeasesBound(t *testing.T) {
 	s := redistest.Start(t)
 	var calls, granted atomic.Int64
@@ -57,13 +60,15 @@ func TestLeasesBound(t *testing.T) {
 	if got > bound {
 		t.Fatalf("granted %.0f, more than rate × time + burst + replicas = %.0f", got, bound)
 	}
-	if got < 0.6*rate*elapsed.Seconds() {
-		t.Fatalf("granted %.0f, less than 60%% of the %.0f the rate allows", got, rate*elapsed.Seconds())
+	if got < 0.25*rate*elapsed.Seconds() {
+		t.Fatalf("granted %.0f, less than 25%% of the %.0f the rate allows", got, rate*elapsed.Seconds())
 	}
 }
 
-// TestLeasesFair: a replica asking for a tenth of the rate gets nearly all
-// it asks, and a greedy one the rest; two greedy replicas split the rate.
+// TestLeasesFair: a replica asking for a tenth of the rate gets most of
+// what it asks (nearly all on a quiet machine; 78% has been seen on 2 cores
+// shared with two CPU-bound processes, so it asks for 60%), and a greedy
+// one the rest; two greedy replicas split the rate.
 func TestLeasesFair(t *testing.T) {
 	s := redistest.Start(t)
 	rate := float64(leaseSpec.Rate.N) / leaseSpec.Rate.Per.Seconds()
@@ -80,7 +85,7 @@ func TestLeasesFair(t *testing.T) {
 			})
 		})
 		t.Logf("small: %d of %d; greedy: %d of %d", granted.Load(), calls.Load(), ggranted.Load(), gcalls.Load())
-		if float64(granted.Load()) < 0.8*float64(calls.Load()) {
+		if float64(granted.Load()) < 0.6*float64(calls.Load()) {
 			t.Errorf("the small replica got %d of its %d calls: its share is not its demand", granted.Load(), calls.Load())
 		}
 		if float64(ggranted.Load()) < 0.6*(2*rate-float64(granted.Load())) {
@@ -139,15 +144,17 @@ func TestLeasesExpiry(t *testing.T) {
 		n, err := live.client.HLen(ctx, key).Result()
 		return err == nil && n == 1 && live.Share("k") == live.q.capacity
 	})
-	if took := time.Since(killed); took > 3*3*leaseRefresh+time.Second {
+	// Three refreshes, each up to three leaseRefresh late, and room for a
+	// loaded machine's late timers and round trips.
+	if took := time.Since(killed); took > 3*3*leaseRefresh+3*time.Second {
 		t.Errorf("the dead share came back after %v", took)
 	}
 }
 
-// waitFor polls cond for up to 5s (real time: the leases live in Redis).
+// waitFor polls cond for up to 10s (real time: the leases live in Redis).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
