@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/throttlekit/throttle/feedbackstore"
 	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
@@ -293,7 +294,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var r route
 	routed := false // r is req's route
 	var tk ticket
-	var claim Grant // a unit of the fleet's shared quota (feedback.go)
+	var claim feedbackstore.Grant // a unit of the fleet's shared quota (feedback.go)
 	if t.feedback {
 		own = t.gate(key)
 		g = own
@@ -369,7 +370,7 @@ func (t *Transport) routeOf(req *http.Request) route {
 // bucket), else in g. r is req's route if routed; else it is worked out
 // only if the answer names a bucket. claim is the request's unit of the
 // fleet's shared quota (feedback.go), if any; c is what req declared.
-func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk *ticket, claim Grant, resp *http.Response, c *cost) {
+func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk *ticket, claim feedbackstore.Grant, resp *http.Response, c *cost) {
 	if resp != nil && resp.StatusCode < 400 && t.store == nil && !g.heard.Load() {
 		// A partition whose answers have said nothing of rate limits:
 		// most never will, and a success that says nothing needs no

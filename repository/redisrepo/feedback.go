@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/throttlekit/throttle"
+	"github.com/throttlekit/throttle/feedbackstore"
 )
 
 // FeedbackStore is a throttle.FeedbackStore on Redis: the Transports of a
@@ -33,7 +34,7 @@ type FeedbackStore struct {
 	channel string
 
 	mu     sync.Mutex
-	subs   map[int]func(throttle.Notice)
+	subs   map[int]func(feedbackstore.Notice)
 	next   int
 	ps     *redis.PubSub
 	wg     sync.WaitGroup
@@ -50,7 +51,7 @@ func NewFeedbackStore(client redis.UniversalClient, opts ...Option) *FeedbackSto
 		o(&cfg)
 	}
 	return &FeedbackStore{client: client, prefix: cfg.prefix, channel: cfg.prefix + "feedback",
-		subs: make(map[int]func(throttle.Notice))}
+		subs: make(map[int]func(feedbackstore.Notice))}
 }
 
 // key names the Redis key of what kind says of partition, hash-tagged on
@@ -141,18 +142,18 @@ return {seq, 0, 0}`)
 const blind = 20 * time.Millisecond
 
 // Claim implements throttle.FeedbackStore.
-func (s *FeedbackStore) Claim(ctx context.Context, key string) (throttle.Grant, error) {
+func (s *FeedbackStore) Claim(ctx context.Context, key string) (feedbackstore.Grant, error) {
 	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota")}, feedbackTTL, blind.Milliseconds()).Int64Slice()
 	if err != nil {
-		return throttle.Grant{}, unavailable(err)
+		return feedbackstore.Grant{}, unavailable(err)
 	}
 	if len(v) != 3 {
-		return throttle.Grant{}, fmt.Errorf("redisrepo: claim answered %d values", len(v))
+		return feedbackstore.Grant{}, fmt.Errorf("redisrepo: claim answered %d values", len(v))
 	}
 	if v[0] > 0 {
-		return throttle.Grant{Seq: v[0]}, nil
+		return feedbackstore.Grant{Seq: v[0]}, nil
 	}
-	return throttle.Grant{Retry: time.UnixMilli(v[1]), Spent: v[2] == 1}, nil
+	return feedbackstore.Grant{Retry: time.UnixMilli(v[1]), Spent: v[2] == 1}, nil
 }
 
 // settle: ARGV claim (0: none), known (0/1), remaining, reset ms, TTL ms.
@@ -171,7 +172,7 @@ redis.call("PEXPIRE", KEYS[1], ARGV[5])
 return 1`)
 
 // Settle implements throttle.FeedbackStore.
-func (s *FeedbackStore) Settle(ctx context.Context, key string, g throttle.Grant, q throttle.SharedQuota) error {
+func (s *FeedbackStore) Settle(ctx context.Context, key string, g feedbackstore.Grant, q feedbackstore.SharedQuota) error {
 	known, reset := 0, int64(0)
 	if q.Known {
 		known, reset = 1, q.Reset.UnixMilli()
@@ -183,7 +184,7 @@ func (s *FeedbackStore) Settle(ctx context.Context, key string, g throttle.Grant
 // Subscribe implements throttle.FeedbackStore. The first subscriber starts
 // the store's subscription to the channel (one connection and one
 // goroutine per store, whatever the number of subscribers); Close ends it.
-func (s *FeedbackStore) Subscribe(f func(throttle.Notice)) (stop func()) {
+func (s *FeedbackStore) Subscribe(f func(feedbackstore.Notice)) (stop func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := s.next
@@ -216,12 +217,12 @@ func (s *FeedbackStore) deliver(msg string) {
 	if !ok || err != nil {
 		return
 	}
-	n := throttle.Notice{Key: key}
+	n := feedbackstore.Notice{Key: key}
 	if ns != 0 {
 		n.Until = time.Unix(0, ns)
 	}
 	s.mu.Lock()
-	subs := make([]func(throttle.Notice), 0, len(s.subs))
+	subs := make([]func(feedbackstore.Notice), 0, len(s.subs))
 	for _, f := range s.subs {
 		subs = append(subs, f)
 	}
