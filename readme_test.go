@@ -118,3 +118,48 @@ func TestREADMEGoVersion(t *testing.T) {
 		assert.Equal(t, string(m[1]), string(g[1]), "README's Go version against go.mod's")
 	}
 }
+
+// packageDocs are the files holding each package's documentation, and a
+// name of what most callers call, which its first screen must show.
+var packageDocs = []struct{ file, call string }{
+	{"doc.go", "NewTransport"},
+	{"limiters/doc.go", "NewTokenBucket"},
+	{"headers/doc.go", "headers.Parse("},
+	{"keyextract/doc.go", "[Host]"},
+	{"repository/doc.go", "repository.NewMemory("},
+	{"repository/redisrepo/doc.go", "redisrepo.New("},
+	{"repository/ratelimitd/doc.go", "ratelimitd.New("},
+	{"server/doc.go", "server.New("},
+	{"feedbackstore/feedbackstore.go", "throttle.WithFeedbackStore"},
+	{"metrics/throttleprom/metrics.go", "throttleprom.New("},
+}
+
+// figure matches a benchmark figure: a speed, a size, a ratio to an ideal.
+var figure = regexp.MustCompile(`\d ?(ns/op|B/op|allocs/op|MB\b|KB\b|µs\b)|\d×|decisions/s`)
+
+// TestPackageDocs: each package's documentation says on its first screen
+// (its first 30 lines) what to call, and carries no benchmark figures
+// (they live in bench/README.md).
+func TestPackageDocs(t *testing.T) {
+	for _, p := range packageDocs {
+		b, err := os.ReadFile(p.file)
+		require.NoError(t, err)
+		var doc []string
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if !strings.HasPrefix(l, "//") {
+				if len(doc) > 0 && strings.HasPrefix(l, "package ") {
+					break
+				}
+				if len(doc) > 0 && !strings.HasPrefix(l, "//") {
+					doc = nil // a comment that was not the package's
+				}
+				continue
+			}
+			doc = append(doc, l)
+		}
+		require.NotEmpty(t, doc, "%s: no package documentation", p.file)
+		first := strings.Join(doc[:min(30, len(doc))], "\n")
+		assert.Contains(t, first, p.call, "%s: the first screen does not say what to call", p.file)
+		assert.Empty(t, figure.FindAllString(strings.Join(doc, "\n"), -1), "%s: benchmark figures belong in bench/README.md", p.file)
+	}
+}
