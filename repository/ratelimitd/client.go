@@ -88,7 +88,8 @@ func WithSenders(n int) Option { return func(cl *Client) { cl.senders = max(n, 1
 func WithTimeout(d time.Duration) Option { return func(cl *Client) { cl.timeout = d } }
 
 // New returns a Client of the service at baseURL ("http://127.0.0.1:8090")
-// and starts its senders; Close stops them.
+// and starts its senders; Close stops them. A bad URL is an error; a nil
+// option panics.
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -103,7 +104,10 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		calls:    make(chan *call),
 		closed:   make(chan struct{}),
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("ratelimitd: New: option %d of %d is nil", i+1, len(opts)))
+		}
 		o(c)
 	}
 	if c.hc == nil {

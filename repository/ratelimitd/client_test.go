@@ -105,6 +105,7 @@ func TestNegativeCountPanics(t *testing.T) {
 	assert.PanicsWithValue(t, "ratelimitd: negative permit count", func() { c.TryAcquire(ctx, "a", -1) })
 	assert.PanicsWithValue(t, "ratelimitd: negative permit count", func() { c.Acquire(ctx, "a", -1) })
 	assert.Zero(t, cnt.get("/v1/check"))
+	assert.PanicsWithValue(t, "ratelimitd: New: option 2 of 2 is nil", func() { ratelimitd.New(url, ratelimitd.WithPlan("free"), nil) })
 }
 
 func TestBatchesConcurrentChecks(t *testing.T) {

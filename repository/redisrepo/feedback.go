@@ -44,12 +44,13 @@ type FeedbackStore struct {
 var _ throttle.FeedbackStore = (*FeedbackStore)(nil)
 
 // NewFeedbackStore returns a FeedbackStore on client. Of the options, only
-// WithPrefix applies.
+// WithPrefix applies. A nil client or option panics.
 func NewFeedbackStore(client redis.UniversalClient, opts ...Option) *FeedbackStore {
-	cfg := defaults()
-	for _, o := range opts {
-		o(&cfg)
+	if client == nil {
+		panic("redisrepo: NewFeedbackStore: nil client")
 	}
+	cfg := defaults()
+	applyOptions(&cfg, opts)
 	return &FeedbackStore{client: client, prefix: cfg.prefix, channel: cfg.prefix + "feedback",
 		subs: make(map[int]func(feedbackstore.Notice))}
 }

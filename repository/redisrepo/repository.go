@@ -100,9 +100,7 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 	}
 	r := &Repository{client: client, cfg: defaults(), rate: true, maxN: -1,
 		held: map[string][]string{}, released: make(chan struct{}), stop: make(chan struct{})}
-	for _, o := range opts {
-		o(&r.cfg)
-	}
+	applyOptions(&r.cfg, opts)
 	codes := make([]string, len(specs))
 	for i, s := range specs {
 		l, err := newLimit(s, r.cfg.lease)
