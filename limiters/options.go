@@ -2,7 +2,7 @@ package limiters
 
 import "fmt"
 
-// Option configures a limiter at construction.
+// Option configures a limiter at construction. A nil Option panics.
 type Option func(*config)
 
 // config is what options set. Limiters built without options share one
