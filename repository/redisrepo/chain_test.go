@@ -36,7 +36,7 @@ func TestChainDifferential(t *testing.T) {
 			for j := range trace {
 				trace[j] = step{dt: time.Duration(rng.Int64N(int64(300*time.Millisecond))) / time.Microsecond * time.Microsecond, n: rng.IntN(3)}
 			}
-			r, err := NewChain(c, specs, WithPrefix(fmt.Sprintf("chain%d:", i)))
+			r, err := NewChain(c, specs, WithPrefix(fmt.Sprintf("chain%d:", i)), WithTimeout(testTimeout))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -114,7 +114,7 @@ func TestLeasesExpiry(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := ctxT(t)
 	c := newClient(t, s)
-	dead, err := New(c, leaseSpec, WithLeases(leaseRefresh), WithPrefix("exp:"))
+	dead, err := New(c, leaseSpec, WithLeases(leaseRefresh), WithPrefix("exp:"), WithTimeout(testTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
