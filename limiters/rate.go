@@ -52,7 +52,8 @@ func perUnit(fn string, n int, unit time.Duration) Rate {
 }
 
 // Interval is the average time between two events, rounded down to the
-// nanosecond. The limiters themselves keep the exact fraction.
+// nanosecond. The limiters themselves keep the exact fraction. It is 0
+// for a Rate whose N is not positive.
 func (r Rate) Interval() time.Duration {
 	if r.N <= 0 {
 		return 0
