@@ -18,9 +18,21 @@ var leaseSpec = limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 100, Rate: lim
 const leaseRefresh = 50 * time.Millisecond
 
 // hammer calls r.TryAcquire(key, 1) from g goroutines until stop closes,
-// counting the calls and the grants.
+// counting the calls and the grants. Each goroutine sleeps a millisecond
+// every 64 calls: its demand stays far above any rate the tests set (tens
+// of thousands a second), but goroutines that spin without a pause starve
+// the renewals and tickers of the same process on a loaded machine (under
+// -race, a million calls in 2 s left a 5 ms ticker 85 of its 400 ticks).
 func hammer(t *testing.T, r *Repository, key string, g int, stop <-chan struct{}, calls, granted *atomic.Int64, wg *sync.WaitGroup) {
-	until(wg, g, stop, func() bool { return try(t, r, key, calls, granted) })
+	for range g {
+		n := 0 // this goroutine's calls
+		until(wg, 1, stop, func() bool {
+			if n++; n%64 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			return try(t, r, key, calls, granted)
+		})
+	}
 }
 
 // loadFor starts load, lets it run for d, then stops it and waits for it.
@@ -39,10 +51,7 @@ func leaseRepo(t *testing.T, s *redistest.Server, opts ...Option) *Repository {
 
 // TestLeasesBound: four replicas hammering one quota admit no more than the
 // documented bound, rate × time + burst + one permit per replica, and use
-// a good part of it. The upper bound is the property; the lower one only
-// says the shares are used at all: about 90% on a quiet machine, 41% on 2
-// cores shared with two CPU-bound processes (the renewals run late), so
-// it asks for a quarter.
+// most of it (95% on 2 cores beside two CPU-bound processes).
 func TestLeasesBound(t *testing.T) {
 	s := redistest.Start(t)
 	var calls, granted atomic.Int64
@@ -60,15 +69,13 @@ func TestLeasesBound(t *testing.T) {
 	if got > bound {
 		t.Fatalf("granted %.0f, more than rate × time + burst + replicas = %.0f", got, bound)
 	}
-	if got < 0.25*rate*elapsed.Seconds() {
-		t.Fatalf("granted %.0f, less than 25%% of the %.0f the rate allows", got, rate*elapsed.Seconds())
+	if got < 0.6*rate*elapsed.Seconds() {
+		t.Fatalf("granted %.0f, less than 60%% of the %.0f the rate allows", got, rate*elapsed.Seconds())
 	}
 }
 
-// TestLeasesFair: a replica asking for a tenth of the rate gets most of
-// what it asks (nearly all on a quiet machine; 78% has been seen on 2 cores
-// shared with two CPU-bound processes, so it asks for 60%), and a greedy
-// one the rest; two greedy replicas split the rate.
+// TestLeasesFair: a replica asking for a tenth of the rate gets nearly all
+// it asks, and a greedy one the rest; two greedy replicas split the rate.
 func TestLeasesFair(t *testing.T) {
 	s := redistest.Start(t)
 	rate := float64(leaseSpec.Rate.N) / leaseSpec.Rate.Per.Seconds()
@@ -85,7 +92,7 @@ func TestLeasesFair(t *testing.T) {
 			})
 		})
 		t.Logf("small: %d of %d; greedy: %d of %d", granted.Load(), calls.Load(), ggranted.Load(), gcalls.Load())
-		if float64(granted.Load()) < 0.6*float64(calls.Load()) {
+		if float64(granted.Load()) < 0.8*float64(calls.Load()) {
 			t.Errorf("the small replica got %d of its %d calls: its share is not its demand", granted.Load(), calls.Load())
 		}
 		if float64(ggranted.Load()) < 0.6*(2*rate-float64(granted.Load())) {
@@ -144,17 +151,15 @@ func TestLeasesExpiry(t *testing.T) {
 		n, err := live.client.HLen(ctx, key).Result()
 		return err == nil && n == 1 && live.Share("k") == live.q.capacity
 	})
-	// Three refreshes, each up to three leaseRefresh late, and room for a
-	// loaded machine's late timers and round trips.
-	if took := time.Since(killed); took > 3*3*leaseRefresh+3*time.Second {
+	if took := time.Since(killed); took > 3*3*leaseRefresh+time.Second {
 		t.Errorf("the dead share came back after %v", took)
 	}
 }
 
-// waitFor polls cond for up to 10s (real time: the leases live in Redis).
+// waitFor polls cond for up to 5s (real time: the leases live in Redis).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
