@@ -170,7 +170,7 @@ func (t *Transport) checkNames(key string, c *cost, qs []headers.Quota) {
 	}
 	names := make([]string, 0, len(qs))
 	for i := range qs {
-		if qs[i].Name != "" && !slices.Contains(names, qs[i].Name) {
+		if !slices.Contains(names, qs[i].Name) { // "" too: an unnamed quota
 			names = append(names, qs[i].Name)
 		}
 	}
