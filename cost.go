@@ -174,6 +174,7 @@ func (t *Transport) checkNames(key string, c *cost, qs []headers.Quota) {
 			names = append(names, qs[i].Name)
 		}
 	}
+	slices.Sort(names)
 	t.emit(Event{Kind: EventUnknownQuota, Key: key, Quota: name,
 		Err: fmt.Errorf("throttle: WithCost(%q) names no quota the server of partition %q reported (it reported %q)", name, key, names)})
 }
