@@ -159,14 +159,15 @@ func WithPermitLease(d time.Duration) Option {
 }
 
 // WithObserver receives an Event for every permit acquired, every request
-// refused, every pause and resumption, and every permit lease that ran
-// out. It is called synchronously on the request's goroutine or a timer's,
+// refused, every pause and resumption, every permit lease that ran out,
+// and a WithCost naming a quota the server did not report. It is called synchronously on the request's goroutine or a timer's,
 // never with a lock held; keep it fast. A nil f means no observer.
 func WithObserver(f func(Event)) Option { return func(t *Transport) { t.observer = f } }
 
 // WithLogger logs what deserves a log line through l: a pause a server
-// asked for (Info) and a permit lease that ran out (Warn: a response body
-// was not closed). A client made by NewRetryableClient also gives l to
+// asked for (Info), a permit lease that ran out (Warn: a response body
+// was not closed) and a WithCost naming a quota the server did not report
+// (Warn: a misspelt name charges nothing). A client made by NewRetryableClient also gives l to
 // go-retryablehttp, which logs every request and retry. The default, and
 // a nil l, is silent.
 func WithLogger(l *slog.Logger) Option { return func(t *Transport) { t.logger = l } }
