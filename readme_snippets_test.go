@@ -1,3 +1,5 @@
+//lint:file-ignore SA4006 the snippets are the documents' own, which skip error checks for brevity
+
 package throttle_test
 
 // The Go snippets of README.md and docs/recipes.md, verbatim, inside

@@ -1,3 +1,5 @@
+//lint:file-ignore SA4006 the snippet is the README's own, which skips error checks for brevity
+
 package throttleprom_test
 
 // The README's Metrics snippet, verbatim, inside a function that gives it
