@@ -48,7 +48,8 @@ func routeOf(req *http.Request) route {
 // "GET /repos/octocat", "POST /graphql"): once an answer to such a request
 // names its bucket, later requests of the same route wait only on that
 // bucket. f returns the route of a request; requests with equal routes
-// share a bucket. A partition remembers at most 1024 routes.
+// share a bucket. A partition remembers at most 1024 routes. A nil f
+// means the default rule.
 func WithBucketRoute(f func(*http.Request) string) Option {
 	return func(t *Transport) { t.route = f }
 }

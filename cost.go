@@ -3,8 +3,11 @@ package throttle
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
+	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/limiters"
 )
 
@@ -35,7 +38,9 @@ type cost struct {
 // average (the server's next answer corrects the estimate). A cost above a
 // quota's limit fails at once, unsent, with an error matching
 // limiters.ErrExceedsLimit that names the quota. A negative cost fails the
-// request at once.
+// request at once. A name the server's answer does not report charges
+// nothing; the observer hears of it (EventUnknownQuota), and WithLogger
+// logs it, once per partition and name.
 func WithCost(ctx context.Context, quota string, units int64) context.Context {
 	prev, _ := ctx.Value(costKey{}).(*cost)
 	return context.WithValue(ctx, costKey{}, &cost{quota: quota, units: units, next: prev})
@@ -104,3 +109,72 @@ func (e *ExceedsQuotaError) Error() string {
 
 // Unwrap returns limiters.ErrExceedsLimit.
 func (e *ExceedsQuotaError) Unwrap() error { return limiters.ErrExceedsLimit }
+
+// unknownQuotas remembers the (partition, quota name) pairs already
+// reported as EventUnknownQuota, so that each is reported once; past
+// maxUnknownQuotas pairs nothing more is reported (a caller who declares
+// a new name per request must not grow it without bound).
+type unknownQuotas struct {
+	mu   sync.Mutex
+	seen map[[2]string]struct{}
+}
+
+const maxUnknownQuotas = 1024
+
+// first records the pair and reports whether it is new and may be reported.
+func (u *unknownQuotas) first(key, name string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	p := [2]string{key, strings.ToLower(name)}
+	if _, ok := u.seen[p]; ok || len(u.seen) >= maxUnknownQuotas {
+		return false
+	}
+	if u.seen == nil {
+		u.seen = make(map[[2]string]struct{})
+	}
+	u.seen[p] = struct{}{}
+	return true
+}
+
+// unmatched returns the first name c declares that none of qs is named
+// (case-insensitively, as costs are matched), skipping local, the quota
+// WithLimiterCost charges to the local limiter. A "*-tokens" name counts
+// as matched by a "tokens" quota, which is charged their sum (quota.charge).
+func unmatched(c *cost, qs []headers.Quota, local string) (string, bool) {
+	for ; c != nil; c = c.next {
+		if local != "" && strings.EqualFold(c.quota, local) {
+			continue
+		}
+		found := false
+		for i := range qs {
+			n := qs[i].Name
+			if strings.EqualFold(n, c.quota) ||
+				strings.EqualFold(n, "tokens") && len(c.quota) > 7 && strings.EqualFold(c.quota[len(c.quota)-7:], "-tokens") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return c.quota, true
+		}
+	}
+	return "", false
+}
+
+// checkNames tells the observer, once per partition and name, of a
+// declared cost that names none of the quotas an answer reported.
+func (t *Transport) checkNames(key string, c *cost, qs []headers.Quota) {
+	name, ok := unmatched(c, qs, t.charge)
+	if !ok || !t.unknown.first(key, name) {
+		return
+	}
+	names := make([]string, 0, len(qs))
+	for i := range qs {
+		if !slices.Contains(names, qs[i].Name) { // "" too: an unnamed quota
+			names = append(names, qs[i].Name)
+		}
+	}
+	slices.Sort(names)
+	t.emit(Event{Kind: EventUnknownQuota, Key: key, Quota: name,
+		Err: fmt.Errorf("throttle: WithCost(%q) names no quota the server of partition %q reported (it reported %q)", name, key, names)})
+}

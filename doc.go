@@ -16,6 +16,14 @@
 // "0 remaining until 12:00:05" or answers 429 with Retry-After, the whole
 // partition holds its queued requests until then.
 //
+// What to call: NewTransport, with WithLimiter (or WithRepository, one
+// limiter per partition) for a ceiling of your own and WithMaxWait to fail
+// fast; WithCost on a request's context when it spends more than one unit
+// of a server's quota (an LLM's tokens, GraphQL points); NewRetryableClient
+// when failed requests should be retried; WithFeedbackStore when several
+// processes share one API key. Recipes for GitHub, OpenAI and Anthropic:
+// docs/recipes.md in the repository.
+//
 // # Partitions
 //
 // Requests are partitioned by WithKey (default: the request URL's host,
@@ -72,11 +80,8 @@
 //     search halfway up to the refused one; once the two are close the
 //     rate creeps up a percent a run, so that no refusal pins the pace for
 //     good; the creep dwells five runs just short of the rate last refused
-//     before it probes beyond, as TCP CUBIC does. (Leaky buckets and capacity limits of 2 to 100 requests a
-//     second take at most 1.8× the ideal time with 10 requests in flight,
-//     TestHeaderlessAtManyRates; a client with one in flight spends its
-//     first seconds at the guess, one a second: 1.6× at 10 a second,
-//     TestHeaderlessFewWorkers, and more at faster servers.) A first
+//     before it probes beyond, as TCP CUBIC does (how close this comes to
+//     the ideal time is measured in the README and bench/README.md). A first
 //     refusal of a request sent after a whole first wave got through (a
 //     window emptied at once) holds the partition for two seconds, so
 //     that no probe lands in a window that a server counting refusals has
@@ -146,4 +151,12 @@
 // wait instead of sleeping on it), so retries wait in the same queue as
 // everything else. It logs nothing unless given
 // WithLogger.
+//
+// # For implementers
+//
+// FeedbackStore's methods, and the values they pass (package
+// feedbackstore), are for those who write a store; users only pass a store
+// (NewMemoryFeedbackStore, redisrepo.NewFeedbackStore) to
+// WithFeedbackStore. A repository or limiter that holds no permits says so
+// with limiters.PermitHolder.
 package throttle

@@ -25,9 +25,16 @@ const (
 	// failed (Err); the Transport goes on with what it learned itself.
 	// It is sent once per outage: the next call that succeeds ends it.
 	EventStoreUnavailable
+	// EventUnknownQuota: a request declared a cost (WithCost) of a quota
+	// (Quota) that the answer of the partition Key's server did not report,
+	// though it reported others: most often a misspelt name ("token" for
+	// "tokens"), so the declaration charges nothing. Err says which quotas
+	// the server reported. It is sent once per partition and name (for at
+	// most 1024 of them).
+	EventUnknownQuota
 )
 
-var eventNames = [...]string{"unknown", "acquired", "rejected", "paused", "resumed", "lease_expired", "store_unavailable"}
+var eventNames = [...]string{"unknown", "acquired", "rejected", "paused", "resumed", "lease_expired", "store_unavailable", "unknown_quota"}
 
 // String returns the kind's name in snake case ("lease_expired").
 func (k EventKind) String() string {
@@ -45,4 +52,5 @@ type Event struct {
 	Until  time.Time     // EventPaused: the end of the pause
 	Status int           // EventPaused: the response status that caused it
 	Err    error         // EventRejected: the error returned to the caller
+	Quota  string        // EventUnknownQuota: the quota name WithCost declared
 }

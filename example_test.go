@@ -292,3 +292,39 @@ func ExampleWithFeedbackStore() {
 	// b paused, learned from another Transport: true
 	// a: 429
 }
+
+// A misspelt quota name charges nothing: the Transport tells the observer
+// (and WithLogger's logger), once per partition and name, which names the
+// server did report. Here an Anthropic-style API reports input-tokens;
+// "input_tokens" matches none.
+func ExampleEventUnknownQuota() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("anthropic-ratelimit-requests-limit", "50")
+		h.Set("anthropic-ratelimit-requests-remaining", "49")
+		h.Set("anthropic-ratelimit-input-tokens-limit", "20000")
+		h.Set("anthropic-ratelimit-input-tokens-remaining", "19000")
+	}))
+	defer srv.Close()
+	tr := throttle.NewTransport(nil, throttle.WithObserver(func(e throttle.Event) {
+		if e.Kind == throttle.EventUnknownQuota {
+			fmt.Println(e.Kind, e.Quota)
+			fmt.Println(strings.ReplaceAll(e.Err.Error(), srv.Listener.Addr().String(), "host"))
+		}
+	}))
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+	for _, quota := range []string{"input-tokens", "input_tokens", "input_tokens"} {
+		ctx := throttle.WithCost(context.Background(), quota, 1000)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/messages", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+	}
+	// Output:
+	// unknown_quota input_tokens
+	// throttle: WithCost("input_tokens") names no quota the server of partition "host" reported (it reported ["input-tokens" "requests"])
+}

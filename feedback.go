@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/throttlekit/throttle/feedbackstore"
 )
 
 // FeedbackStore shares what Transports learn of their partitions, so that a
@@ -22,8 +24,11 @@ import (
 // learned itself and tells its observer (EventStoreUnavailable).
 //
 // NewMemoryFeedbackStore shares within one process;
-// redisrepo.NewFeedbackStore shares across processes. Keys are partition
-// keys; ids name the Transport that calls (one per Transport).
+// redisrepo.NewFeedbackStore shares across processes: pass one to
+// WithFeedbackStore. The methods below are for those who implement a
+// store (the values they pass live in package feedbackstore); a
+// Transport calls them, its users never do. Keys are partition keys; ids
+// name the Transport that calls (one per Transport).
 type FeedbackStore interface {
 	// Pause records that key is paused until until and tells every
 	// subscriber. The probe lease of key is id's until then: no Transport
@@ -37,51 +42,33 @@ type FeedbackStore interface {
 	// at most lease; else the end of the lease another Transport holds.
 	Probe(ctx context.Context, key, id string, lease time.Duration) (held time.Time, err error)
 	// Claim takes one unit of key's shared quota for a request about to be
-	// sent (Grant.Seq > 0). It refuses until the quota's reset
-	// (Grant.Spent) when the server said nothing remains, and for a moment
+	// sent (feedbackstore.Grant.Seq > 0). It refuses until the quota's
+	// reset (Grant.Spent) when the server said nothing remains, and for a moment
 	// when the claims on the wire may spend what remains, or while the
 	// quota is known only from answers to unclaimed requests and a claim
 	// is on the wire. A key with no quota known, or whose reset has
 	// passed, admits.
-	Claim(ctx context.Context, key string) (Grant, error)
+	Claim(ctx context.Context, key string) (feedbackstore.Grant, error)
 	// Settle records, when a request's answer came, what the answer said
 	// of the quota (if q.Known) and that its claim g (if g.Seq > 0) is off
 	// the wire. A later reset starts a new window; within a window the
 	// count only falls, so the least said holds.
-	Settle(ctx context.Context, key string, g Grant, q SharedQuota) error
+	Settle(ctx context.Context, key string, g feedbackstore.Grant, q feedbackstore.SharedQuota) error
 	// Subscribe calls f with every Pause and Resume of any Transport
 	// sharing the store (its own too), until stop is called. f must not
 	// block.
-	Subscribe(f func(Notice)) (stop func())
-}
-
-// Notice is what a FeedbackStore tells its subscribers.
-type Notice struct {
-	Key   string
-	Until time.Time // the end of the pause; zero: the pause is over
-}
-
-// Grant is what FeedbackStore.Claim answers.
-type Grant struct {
-	Seq   int64     // the claim's number, from 1; 0: refused
-	Retry time.Time // when refused: when to claim again
-	Spent bool      // when refused: nothing remains until Retry, the quota's reset
-}
-
-// SharedQuota is what an answer said of its partition's tightest window
-// quota.
-type SharedQuota struct {
-	Known     bool
-	Remaining int64
-	Reset     time.Time
+	Subscribe(f func(feedbackstore.Notice)) (stop func())
 }
 
 // WithFeedbackStore makes the Transport share what it learns of its
 // partitions through s, with every Transport using s. The Transport does
 // not own s: closing the Transport leaves s open. Buckets a server names
 // (partition#bucket) and paces learned from bare refusals stay local;
-// the pauses they cause are shared.
-func WithFeedbackStore(s FeedbackStore) Option { return func(t *Transport) { t.store = s } }
+// the pauses they cause are shared. A nil s panics.
+func WithFeedbackStore(s FeedbackStore) Option {
+	mustNotBeNil(s, "WithFeedbackStore", "store")
+	return func(t *Transport) { t.store = s }
+}
 
 // probeLease is how long a Transport elected to probe holds the election:
 // a prober that dies or hangs delays the others by at most this long.
@@ -114,7 +101,7 @@ func (t *Transport) storeErr(key string, err error) {
 }
 
 // notice applies what another Transport (or this one) published.
-func (t *Transport) notice(n Notice) {
+func (t *Transport) notice(n feedbackstore.Notice) {
 	if t.closed.Load() {
 		return
 	}
@@ -132,9 +119,9 @@ func (t *Transport) notice(n Notice) {
 // unit of it. When it may not, the admission is undone, the gate holds
 // until the store says, and coordinate reports false (the caller queues
 // again). claim is the unit claimed (to settle), if any.
-func (t *Transport) coordinate(ctx context.Context, g *gate, tk *ticket) (ok bool, claim Grant) {
+func (t *Transport) coordinate(ctx context.Context, g *gate, tk *ticket) (ok bool, claim feedbackstore.Grant) {
 	if !tk.probe && !g.shared.Load() {
-		return true, Grant{} // a quiet partition: no call to the store
+		return true, feedbackstore.Grant{} // a quiet partition: no call to the store
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
@@ -148,11 +135,11 @@ func (t *Transport) coordinate(ctx context.Context, g *gate, tk *ticket) (ok boo
 			now := time.Now()
 			g.abort(tk)
 			g.hold(minTime(maxTime(held, now.Add(time.Millisecond)), now.Add(probeRecheck)), true)
-			return false, Grant{}
+			return false, feedbackstore.Grant{}
 		}
 	}
 	if !g.shared.Load() {
-		return true, Grant{}
+		return true, feedbackstore.Grant{}
 	}
 	claim, err := t.store.Claim(ctx, g.key)
 	t.storeErr(g.key, err)
@@ -167,18 +154,18 @@ func (t *Transport) coordinate(ctx context.Context, g *gate, tk *ticket) (ok boo
 		// ask again a little later rather than at once.
 		g.holdBack(maxTime(claim.Retry, now.Add(blind)))
 	}
-	return false, Grant{}
+	return false, feedbackstore.Grant{}
 }
 
 // share tells the store what the answer a to a request through the
 // partition's own gate g taught: a pause it began, the end of a pause (a
 // probe's answer that paused nothing), the quota it reports; and settles
 // the request's claim. a is nil after a transport error.
-func (t *Transport) share(g *gate, tk *ticket, claim Grant, a *answer, paused time.Time) {
-	var q SharedQuota
+func (t *Transport) share(g *gate, tk *ticket, claim feedbackstore.Grant, a *answer, paused time.Time) {
+	var q feedbackstore.SharedQuota
 	if a != nil {
 		if s, ok := tightest(a.info); ok && !a.refill && !s.Reset.IsZero() {
-			q = SharedQuota{Known: true, Remaining: s.Remaining, Reset: s.Reset}
+			q = feedbackstore.SharedQuota{Known: true, Remaining: s.Remaining, Reset: s.Reset}
 			g.shared.Store(true)
 		}
 	}
@@ -255,17 +242,12 @@ func (g *gate) resumeShared() {
 	g.report(resumed)
 }
 
-// MemoryFeedbackStore is a FeedbackStore in memory, shared by the
-// Transports of one process (and by tests and examples). What it holds of
-// a key is forgotten once it no longer matters (a lease that ran out, a
-// quota whose reset passed), so the keys it holds stay bounded by those
-// in use. Its zero value is
-// not usable: call NewMemoryFeedbackStore. It is safe for concurrent use.
-type MemoryFeedbackStore struct {
+// memoryFeedbackStore is NewMemoryFeedbackStore's FeedbackStore.
+type memoryFeedbackStore struct {
 	mu      sync.Mutex
 	probes  map[string]lease
 	quotas  map[string]*sharedQuota
-	subs    map[int]func(Notice)
+	subs    map[int]func(feedbackstore.Notice)
 	next    int
 	sweepAt int // sweep the keys when there are this many
 }
@@ -273,7 +255,7 @@ type MemoryFeedbackStore struct {
 // sweep forgets, once the store holds maxIdleGates keys or twice what
 // survived the last sweep, the leases that ran out and the quotas whose
 // reset passed with no claim on the wire. s.mu must be held.
-func (s *MemoryFeedbackStore) sweep(now time.Time) {
+func (s *memoryFeedbackStore) sweep(now time.Time) {
 	if len(s.probes)+len(s.quotas) < max(s.sweepAt, maxIdleGates) {
 		return
 	}
@@ -295,12 +277,12 @@ type lease struct {
 	until time.Time
 }
 
-// sharedQuota is a key's quota in a MemoryFeedbackStore: the least any
+// sharedQuota is a key's quota in a memoryFeedbackStore: the least any
 // answer of its window said remains, the claims made so far (seq) and
 // those on the wire; exact once the answer to a claim was heard in the
 // window.
 type sharedQuota struct {
-	SharedQuota
+	feedbackstore.SharedQuota
 	seq, inflight int64
 	exact         bool
 }
@@ -312,26 +294,26 @@ const blind = 20 * time.Millisecond
 // claim takes a unit at now, or says when to ask again. Every claim on
 // the wire counts against what remains: answers come back in any order,
 // so which of them the server had counted is unknown.
-func (q *sharedQuota) claim(now time.Time) Grant {
+func (q *sharedQuota) claim(now time.Time) feedbackstore.Grant {
 	if q.Known && now.Before(q.Reset) {
 		if q.Remaining <= 0 {
-			return Grant{Retry: q.Reset, Spent: true}
+			return feedbackstore.Grant{Retry: q.Reset, Spent: true}
 		}
 		if q.Remaining-q.inflight <= 0 || (!q.exact && q.inflight > 0) {
 			// Every Transport's first requests go out unclaimed: until the
 			// answer to a claim says, one claim at a time.
-			return Grant{Retry: now.Add(blind)}
+			return feedbackstore.Grant{Retry: now.Add(blind)}
 		}
 	}
 	q.seq++
 	q.inflight++
-	return Grant{Seq: q.seq}
+	return feedbackstore.Grant{Seq: q.seq}
 }
 
 // settle records that claim (0: none) is off the wire and what its answer
 // said of the quota: a later reset starts a new window, and within a
 // window the count only falls.
-func (q *sharedQuota) settle(claim int64, sq SharedQuota) {
+func (q *sharedQuota) settle(claim int64, sq feedbackstore.SharedQuota) {
 	if claim > 0 {
 		q.inflight = max(q.inflight-1, 0)
 	}
@@ -345,41 +327,46 @@ func (q *sharedQuota) settle(claim int64, sq SharedQuota) {
 	}
 }
 
-// NewMemoryFeedbackStore returns an empty MemoryFeedbackStore.
-func NewMemoryFeedbackStore() *MemoryFeedbackStore {
-	return &MemoryFeedbackStore{
+// NewMemoryFeedbackStore returns an empty FeedbackStore in memory, shared
+// by the Transports of one process (and by tests and examples): give it to
+// each with WithFeedbackStore. What it holds of a key is forgotten once it
+// no longer matters (a lease that ran out, a quota whose reset passed), so
+// the keys it holds stay bounded by those in use. It is safe for
+// concurrent use, and needs no closing.
+func NewMemoryFeedbackStore() FeedbackStore {
+	return &memoryFeedbackStore{
 		probes: make(map[string]lease),
 		quotas: make(map[string]*sharedQuota),
-		subs:   make(map[int]func(Notice)),
+		subs:   make(map[int]func(feedbackstore.Notice)),
 	}
 }
 
-var _ FeedbackStore = (*MemoryFeedbackStore)(nil)
+var _ FeedbackStore = (*memoryFeedbackStore)(nil)
 
 // Pause implements FeedbackStore.
-func (s *MemoryFeedbackStore) Pause(_ context.Context, key, id string, until time.Time) error {
+func (s *memoryFeedbackStore) Pause(_ context.Context, key, id string, until time.Time) error {
 	s.mu.Lock()
 	s.sweep(time.Now())
 	s.probes[key] = lease{id: id, until: until}
 	s.mu.Unlock()
-	s.publish(Notice{Key: key, Until: until})
+	s.publish(feedbackstore.Notice{Key: key, Until: until})
 	return nil
 }
 
 // Resume implements FeedbackStore.
-func (s *MemoryFeedbackStore) Resume(_ context.Context, key, id string) error {
+func (s *memoryFeedbackStore) Resume(_ context.Context, key, id string) error {
 	s.mu.Lock()
 	if s.probes[key].id == id {
 		delete(s.probes, key)
 	}
 	s.mu.Unlock()
-	s.publish(Notice{Key: key})
+	s.publish(feedbackstore.Notice{Key: key})
 	return nil
 }
 
-func (s *MemoryFeedbackStore) publish(n Notice) {
+func (s *memoryFeedbackStore) publish(n feedbackstore.Notice) {
 	s.mu.Lock()
-	subs := make([]func(Notice), 0, len(s.subs))
+	subs := make([]func(feedbackstore.Notice), 0, len(s.subs))
 	for _, f := range s.subs {
 		subs = append(subs, f)
 	}
@@ -390,7 +377,7 @@ func (s *MemoryFeedbackStore) publish(n Notice) {
 }
 
 // Probe implements FeedbackStore.
-func (s *MemoryFeedbackStore) Probe(_ context.Context, key, id string, d time.Duration) (time.Time, error) {
+func (s *memoryFeedbackStore) Probe(_ context.Context, key, id string, d time.Duration) (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -402,7 +389,7 @@ func (s *MemoryFeedbackStore) Probe(_ context.Context, key, id string, d time.Du
 	return time.Time{}, nil
 }
 
-func (s *MemoryFeedbackStore) quota(key string) *sharedQuota {
+func (s *memoryFeedbackStore) quota(key string) *sharedQuota {
 	q := s.quotas[key]
 	if q == nil {
 		s.sweep(time.Now())
@@ -413,14 +400,14 @@ func (s *MemoryFeedbackStore) quota(key string) *sharedQuota {
 }
 
 // Claim implements FeedbackStore.
-func (s *MemoryFeedbackStore) Claim(_ context.Context, key string) (Grant, error) {
+func (s *memoryFeedbackStore) Claim(_ context.Context, key string) (feedbackstore.Grant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.quota(key).claim(time.Now()), nil
 }
 
 // Settle implements FeedbackStore.
-func (s *MemoryFeedbackStore) Settle(_ context.Context, key string, g Grant, sq SharedQuota) error {
+func (s *memoryFeedbackStore) Settle(_ context.Context, key string, g feedbackstore.Grant, sq feedbackstore.SharedQuota) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.quota(key).settle(g.Seq, sq)
@@ -428,7 +415,7 @@ func (s *MemoryFeedbackStore) Settle(_ context.Context, key string, g Grant, sq 
 }
 
 // Subscribe implements FeedbackStore.
-func (s *MemoryFeedbackStore) Subscribe(f func(Notice)) (stop func()) {
+func (s *memoryFeedbackStore) Subscribe(f func(feedbackstore.Notice)) (stop func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := s.next

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/throttlekit/throttle/feedbackstore"
 	"github.com/throttlekit/throttle/limiters"
 )
 
@@ -191,14 +192,14 @@ func (c *countingStore) Probe(ctx context.Context, key, id string, d time.Durati
 	return c.FeedbackStore.Probe(ctx, key, id, d)
 }
 
-func (c *countingStore) Claim(ctx context.Context, key string) (Grant, error) {
+func (c *countingStore) Claim(ctx context.Context, key string) (feedbackstore.Grant, error) {
 	if err := c.call(); err != nil {
-		return Grant{}, err
+		return feedbackstore.Grant{}, err
 	}
 	return c.FeedbackStore.Claim(ctx, key)
 }
 
-func (c *countingStore) Settle(ctx context.Context, key string, g Grant, q SharedQuota) error {
+func (c *countingStore) Settle(ctx context.Context, key string, g feedbackstore.Grant, q feedbackstore.SharedQuota) error {
 	if err := c.call(); err != nil {
 		return err
 	}
@@ -287,7 +288,7 @@ type settleCounter struct {
 	claims, settled atomic.Int64
 }
 
-func (c *settleCounter) Claim(ctx context.Context, key string) (Grant, error) {
+func (c *settleCounter) Claim(ctx context.Context, key string) (feedbackstore.Grant, error) {
 	g, err := c.FeedbackStore.Claim(ctx, key)
 	if g.Seq > 0 {
 		c.claims.Add(1)
@@ -295,7 +296,7 @@ func (c *settleCounter) Claim(ctx context.Context, key string) (Grant, error) {
 	return g, err
 }
 
-func (c *settleCounter) Settle(ctx context.Context, key string, g Grant, q SharedQuota) error {
+func (c *settleCounter) Settle(ctx context.Context, key string, g feedbackstore.Grant, q feedbackstore.SharedQuota) error {
 	if g.Seq > 0 {
 		c.settled.Add(1)
 	}
@@ -326,7 +327,7 @@ func TestClaimOfARequestNeverSentGoesBack(t *testing.T) {
 func TestMemoryFeedbackStoreForgets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		s := NewMemoryFeedbackStore()
+		s := NewMemoryFeedbackStore().(*memoryFeedbackStore)
 		reset := time.Now().Add(time.Second)
 		for i := range 3 * maxIdleGates {
 			key := fmt.Sprint(i)
@@ -334,7 +335,7 @@ func TestMemoryFeedbackStoreForgets(t *testing.T) {
 			require.NoError(t, err)
 			g, err := s.Claim(ctx, key)
 			require.NoError(t, err)
-			require.NoError(t, s.Settle(ctx, key, g, SharedQuota{Known: true, Remaining: 1, Reset: reset}))
+			require.NoError(t, s.Settle(ctx, key, g, feedbackstore.SharedQuota{Known: true, Remaining: 1, Reset: reset}))
 			if i == maxIdleGates {
 				time.Sleep(2 * time.Second) // what came before has run out
 			}
@@ -347,14 +348,14 @@ func TestMemoryFeedbackStoreForgets(t *testing.T) {
 	})
 }
 
-// lateLoserStore is a MemoryFeedbackStore whose answer to a Transport
+// lateLoserStore is a memory FeedbackStore whose answer to a Transport
 // that lost the election comes late: only once the winner's probe has
 // been answered and its notice that the pause is over published (to a
 // Transport not yet holding, which it finds with nothing to resume).
-type lateLoserStore struct{ *MemoryFeedbackStore }
+type lateLoserStore struct{ *memoryFeedbackStore }
 
 func (s lateLoserStore) Probe(ctx context.Context, key, id string, lease time.Duration) (time.Time, error) {
-	held, err := s.MemoryFeedbackStore.Probe(ctx, key, id, lease)
+	held, err := s.memoryFeedbackStore.Probe(ctx, key, id, lease)
 	for !held.IsZero() {
 		s.mu.Lock()
 		_, leased := s.probes[key]
@@ -377,7 +378,7 @@ func TestLoserOfTheElectionMissingTheNoticeAsksAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		a := outageAPI(start.Add(time.Second))
-		ts := fleet(2, lateLoserStore{NewMemoryFeedbackStore()}, a, 10*time.Millisecond)
+		ts := fleet(2, lateLoserStore{NewMemoryFeedbackStore().(*memoryFeedbackStore)}, a, 10*time.Millisecond)
 		resp, err := ts[0].RoundTrip(mustReq(t, "http://api.test/v1", nil))
 		require.NoError(t, err)
 		resp.Body.Close()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttle/headers"
-	"github.com/throttlekit/throttle/internal/hdrhook"
 	"github.com/throttlekit/throttle/internal/waitq"
 	"github.com/throttlekit/throttle/limiters"
 )
@@ -468,7 +467,7 @@ type answer struct {
 	cls    headers.Classification
 	far    beyond
 	refill bool   // its quotas refill continuously (refills)
-	bucket string // the bucket its fields name (hdrhook.ParseInto), or ""
+	bucket string // the bucket its fields name (headers.ParseInto), or ""
 
 	buf *[answerQuotas]headers.Quota // info.Quotas' array, while it has room
 }
@@ -489,10 +488,10 @@ func (a *answer) free() {
 }
 
 // parseInto is headers.Parse appending to a buffer of the caller's
-// (internal/hdrhook): the Transport parses every answer with quotas, and
+// (headers.ParseInto): the Transport parses every answer with quotas, and
 // the slice Parse returns, which the caller owns, would be allocated
 // each time.
-var parseInto = hdrhook.ParseInto.(func([]headers.Quota, http.Header, time.Time) (headers.Info, string))
+var parseInto = headers.ParseInto
 
 // read reads what resp says into a; body is what headers.PeekBody peeked
 // of it (nil when nothing was). a.info.Quotas may share a's own array: a

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/throttlekit/throttle/feedbackstore"
 	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
@@ -55,25 +56,51 @@ type Transport struct {
 	unsub     func()
 	storeDown atomic.Bool // the last call to the store failed
 
+	unknown unknownQuotas // the declared quota names already reported (cost.go)
+
 	mu     sync.RWMutex
 	parts  partitions // the partitions' gates (partitions.go)
 	closed atomic.Bool
 }
 
 // Option configures a Transport.
+//
+// One rule holds for what NewTransport and its options are given: nothing
+// nil is accepted only to crash a request later. A nil Option, and a nil
+// limiter, repository, extractor or store given to an option (WithLimiter,
+// WithRepository, WithKey, WithFeedbackStore), panic at once with a
+// message naming the option. Where nil has a meaning the option says so:
+// a nil base RoundTripper is http.DefaultTransport, and a nil function or
+// logger (WithObserver, WithLogger, WithBucketRoute) means none, the
+// default.
 type Option func(*Transport)
+
+// mustNotBeNil panics, naming the option, when v (an interface) is nil.
+func mustNotBeNil(v any, option, what string) {
+	if v == nil {
+		panic("throttle: " + option + ": nil " + what)
+	}
+}
 
 // WithLimiter makes every request, whatever its partition, take a permit
 // from l. The Transport owns l: Close closes it. WithLimiter and
-// WithRepository replace each other: the last one given wins.
-func WithLimiter(l limiters.Limiter) Option { return func(t *Transport) { t.repo = keyless{l} } }
+// WithRepository replace each other: the last one given wins. A nil l
+// panics.
+func WithLimiter(l limiters.Limiter) Option {
+	mustNotBeNil(l, "WithLimiter", "limiter")
+	return func(t *Transport) { t.repo = keyless{l} }
+}
 
 // WithRepository makes every request take a permit from its partition's
 // limiter in r (the partition is the key WithKey extracts). The Transport
 // owns r: Close closes it. A repository that implements
 // limiters.PermitHolder says whether its permits stay taken until the
-// response body is done; one that does not is assumed to hold them.
-func WithRepository(r repository.Repository) Option { return func(t *Transport) { t.repo = r } }
+// response body is done; one that does not is assumed to hold them. A nil
+// r panics.
+func WithRepository(r repository.Repository) Option {
+	mustNotBeNil(r, "WithRepository", "repository")
+	return func(t *Transport) { t.repo = r }
+}
 
 // WithLimiterCost makes every request take from the WithLimiter limiter
 // or the WithRepository repository as many permits as it declares, with
@@ -86,8 +113,12 @@ func WithLimiterCost(quota string) Option { return func(t *Transport) { t.charge
 
 // WithKey sets how a request's partition is chosen; the default is
 // keyextract.Host(): the request URL's host including its port. Requests for
-// which the extractor reports no key share the partition "".
-func WithKey(e keyextract.Extractor) Option { return func(t *Transport) { t.key = e } }
+// which the extractor reports no key share the partition "". A nil e
+// panics.
+func WithKey(e keyextract.Extractor) Option {
+	mustNotBeNil(e, "WithKey", "extractor")
+	return func(t *Transport) { t.key = e }
+}
 
 // WithMaxWait bounds how long a request may wait for its turn, on top of its
 // context's deadline: a request waits until the earlier of the two. A
@@ -127,20 +158,21 @@ func WithPermitLease(d time.Duration) Option {
 }
 
 // WithObserver receives an Event for every permit acquired, every request
-// refused, every pause and resumption, and every permit lease that ran
-// out. It is called synchronously on the request's goroutine or a timer's,
-// never with a lock held; keep it fast.
+// refused, every pause and resumption, every permit lease that ran out,
+// and a WithCost naming a quota the server did not report. It is called synchronously on the request's goroutine or a timer's,
+// never with a lock held; keep it fast. A nil f means no observer.
 func WithObserver(f func(Event)) Option { return func(t *Transport) { t.observer = f } }
 
 // WithLogger logs what deserves a log line through l: a pause a server
-// asked for (Info) and a permit lease that ran out (Warn: a response body
-// was not closed). A client made by NewRetryableClient also gives l to
-// go-retryablehttp, which logs every request and retry. The default is
-// silent.
+// asked for (Info), a permit lease that ran out (Warn: a response body
+// was not closed) and a WithCost naming a quota the server did not report
+// (Warn: a misspelt name charges nothing). A client made by NewRetryableClient also gives l to
+// go-retryablehttp, which logs every request and retry. The default, and
+// a nil l, is silent.
 func WithLogger(l *slog.Logger) Option { return func(t *Transport) { t.logger = l } }
 
 // NewTransport returns a Transport sending through base
-// (http.DefaultTransport if nil).
+// (http.DefaultTransport if nil). A nil option panics (see Option).
 func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
@@ -153,7 +185,10 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		lease:    DefaultPermitLease,
 		parts:    partitions{m: make(map[string]*part), max: DefaultMaxPartitions},
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("throttle: NewTransport: option %d of %d is nil", i+1, len(opts)))
+		}
 		o(t)
 	}
 	if t.repo != nil {
@@ -179,6 +214,8 @@ func logTo(l *slog.Logger, next func(Event)) func(Event) {
 			l.Info("throttle: the server paused a partition", "partition", e.Key, "status", e.Status, "until", e.Until)
 		case EventLeaseExpired:
 			l.Warn("throttle: a response body held its permit past the lease; the permit went back", "partition", e.Key)
+		case EventUnknownQuota:
+			l.Warn("throttle: WithCost names a quota the server did not report", "partition", e.Key, "quota", e.Quota, "err", e.Err)
 		}
 		if next != nil {
 			next(e)
@@ -237,7 +274,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var r route
 	routed := false // r is req's route
 	var tk ticket
-	var claim Grant // a unit of the fleet's shared quota (feedback.go)
+	var claim feedbackstore.Grant // a unit of the fleet's shared quota (feedback.go)
 	if t.feedback {
 		own = t.gate(key)
 		g = own
@@ -283,7 +320,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.base.RoundTrip(req)
 	if g != nil {
-		t.learn(own, g, req, r, routed, &tk, claim, resp)
+		t.learn(own, g, req, r, routed, &tk, claim, resp, c)
 	}
 	if err != nil {
 		t.release(key, n)
@@ -315,8 +352,8 @@ func (t *Transport) routeOf(req *http.Request) route {
 // the bucket the answer names, if it names one (learning the route's
 // bucket), else in g. r is req's route if routed; else it is worked out
 // only if the answer names a bucket. claim is the request's unit of the
-// fleet's shared quota (feedback.go), if any.
-func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk *ticket, claim Grant, resp *http.Response) {
+// fleet's shared quota (feedback.go), if any; c is what req declared.
+func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk *ticket, claim feedbackstore.Grant, resp *http.Response, c *cost) {
 	if resp != nil && resp.StatusCode < 400 && t.store == nil && !g.heard.Load() {
 		// A partition whose answers have said nothing of rate limits:
 		// most never will, and a success that says nothing needs no
@@ -338,6 +375,9 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 	var a answer
 	a.read(resp, headers.PeekBody(resp), now)
 	defer a.free()
+	if c != nil && t.observer != nil && len(a.info.Quotas) > 0 {
+		t.checkNames(own.key, c, a.info.Quotas)
+	}
 	if !g.heard.Load() && (a.status >= 400 || len(a.info.Quotas) > 0 || a.info.HasRetryAfter) {
 		g.heard.Store(true)
 	}

@@ -9,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/throttlekit/throttle/internal/hdrhook"
 )
 
 // TestParseAllocates: Parse allocates only the slice it returns; the
@@ -27,12 +25,11 @@ func TestParseAllocates(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { parseReset("2024-01-02T15:04:06Z", now) }))
 }
 
-// TestParseIntoHook: the parser the Transport calls through hdrhook is
-// set, reads what Parse reads, appends to the buffer it is given, with room
-// in it allocates nothing, and reads the bucket the fields name.
-func TestParseIntoHook(t *testing.T) {
-	parse, ok := hdrhook.ParseInto.(func([]Quota, http.Header, time.Time) (Info, string))
-	require.True(t, ok, "hdrhook.ParseInto is %T", hdrhook.ParseInto)
+// TestParseInto: the parser the Transport calls reads what Parse reads,
+// appends to the buffer it is given, with room in it allocates nothing,
+// and reads the bucket the fields name.
+func TestParseInto(t *testing.T) {
+	parse := ParseInto
 	var buf [8]Quota
 	for _, c := range fixtures() {
 		info, _ := parse(buf[:0], c.h, now)

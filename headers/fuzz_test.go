@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,6 +65,13 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b string) {
 		check := func(h http.Header) {
 			info := Parse(h, now)
+			// ParseInto, the Transport's parser, reads the same, whatever
+			// room its buffer has.
+			var buf [2]Quota
+			in, _ := ParseInto(buf[:0], h, now)
+			if !slices.Equal(in.Quotas, info.Quotas) || in.RetryAfter != info.RetryAfter || in.HasRetryAfter != info.HasRetryAfter {
+				t.Fatalf("ParseInto read %+v, Parse %+v, for %q", in, info, h)
+			}
 			d := info.Delay(now)
 			if d < 0 || d > maxAhead {
 				t.Fatalf("Delay %v out of range for %q", d, h)

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/throttlekit/throttle/internal/hdrhook"
 )
 
 // Quota is one limit a server reports: Limit units per Window, of which
@@ -517,12 +515,15 @@ func Parse(h http.Header, now time.Time) Info {
 	return info
 }
 
-func init() { hdrhook.ParseInto = parseInto }
-
-// parseInto is Parse, with the quotas appended to dst[:0] (no allocation
-// while dst has room), and the bucket the fields name (gathered.bucket).
-// The Transport calls it through hdrhook.
-func parseInto(dst []Quota, h http.Header, now time.Time) (Info, string) {
+// ParseInto is Parse for a client that parses every response it gets and
+// keeps nothing of one Info past the next (the throttle Transport): the
+// quotas are appended to dst[:0], so that nothing is allocated while dst
+// has room (the Info's Quotas share dst's array). It also returns the
+// bucket the fields name, read in the same walk over h: the first value of
+// X-RateLimit-Resource (GitHub), else of X-RateLimit-Bucket (Discord),
+// whatever the case of the names, trimmed; "" when neither has one. Most
+// callers want Parse.
+func ParseInto(dst []Quota, h http.Header, now time.Time) (Info, string) {
 	var (
 		g    gathered
 		nbuf [8]named

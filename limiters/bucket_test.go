@@ -232,10 +232,10 @@ func TestConstructorsPanicNamingTheParameter(t *testing.T) {
 		param string
 		f     func()
 	}{
-		{"TokenBucket/rate", "rate", func() { limiters.NewTokenBucket(limiters.PerSecond(0), 1) }},
+		{"TokenBucket/rate", "rate", func() { limiters.NewTokenBucket(limiters.Rate{N: 0, Per: time.Second}, 1) }},
 		{"TokenBucket/period", "rate", func() { limiters.NewTokenBucket(limiters.Rate{N: 1}, 1) }},
 		{"TokenBucket/burst", "burst", func() { limiters.NewTokenBucket(limiters.PerSecond(1), 0) }},
-		{"GCRA/rate", "rate", func() { limiters.NewGCRA(limiters.PerSecond(-1), 1) }},
+		{"GCRA/rate", "rate", func() { limiters.NewGCRA(limiters.Rate{N: -1, Per: time.Second}, 1) }},
 		{"GCRA/burst", "burst", func() { limiters.NewGCRA(limiters.PerSecond(1), -1) }},
 		{"LeakyBucket/rate", "rate", func() { limiters.NewLeakyBucket(limiters.Rate{N: 1, Per: -time.Second}, 1) }},
 		{"LeakyBucket/capacity", "capacity", func() { limiters.NewLeakyBucket(limiters.PerSecond(1), 0) }},
@@ -248,6 +248,14 @@ func TestConstructorsPanicNamingTheParameter(t *testing.T) {
 		{"Concurrency/max", "max", func() { limiters.NewConcurrency(0) }},
 		{"FromRate/nil", "nil", func() { limiters.FromRate(nil) }},
 		{"Chain/empty", "Chain", func() { limiters.Chain() }},
+		{"Chain/nil", "(<nil>) is not a limiter", func() { limiters.Chain(limiters.NewConcurrency(1), nil) }},
+		{"option/nil", "option 2 of 2 is nil", func() { limiters.NewConcurrency(1, limiters.WithName("x"), nil) }},
+		{"PerSecond/0", "PerSecond", func() { limiters.PerSecond(0) }},
+		{"PerSecond/-1", "PerSecond", func() { limiters.PerSecond(-1) }},
+		{"PerMinute/0", "PerMinute", func() { limiters.PerMinute(0) }},
+		{"PerHour/-5", "PerHour", func() { limiters.PerHour(-5) }},
+		{"Every/0", "Every", func() { limiters.Every(0) }},
+		{"Every/-1s", "Every", func() { limiters.Every(-time.Second) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,8 +14,7 @@
 //	FromRate         adapts a golang.org/x/time/rate limiter
 //
 // Spec describes any of the seven algorithms as data, the form policy files
-// and stores use, and GCRAParams/GCRAState take GCRA apart for stores that
-// keep millions of keys as one timestamp each (repository.NewGCRA).
+// and stores use.
 //
 // Most callers want TryAcquire (servers: admit or reject now, with a
 // Decision whose fields map onto rate-limit response headers) or Acquire
@@ -65,4 +64,13 @@
 //
 // Every limiter is safe for concurrent use. Time is read from the time
 // package, so tests can run limiters under testing/synctest's fake clock.
+//
+// # For implementers
+//
+// Names that only stores and other implementations need: GCRAParams,
+// NewGCRAParams and GCRAState take GCRA apart for stores that keep millions
+// of keys as one timestamp each (repository.NewGCRA is built on them);
+// PermitHolder and HoldsPermits tell whether a limiter's permits stay taken
+// until Release. They stay in this package because they are GCRA's own
+// exact arithmetic, which no other package can reach.
 package limiters

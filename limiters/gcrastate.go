@@ -5,10 +5,11 @@ import (
 	"time"
 )
 
-// GCRAParams and GCRAState are GCRA taken apart, for stores that keep many
-// keys: the configuration is shared, and each key's whole state is one
-// timestamp (16 bytes) that the store keeps wherever it likes — in a map
-// value, say — under its own lock. repository.NewGCRA is built on them.
+// For implementers: GCRAParams and GCRAState are GCRA taken apart, for
+// stores that keep many keys: the configuration is shared, and each key's
+// whole state is one timestamp (16 bytes) that the store keeps wherever it
+// likes — in a map value, say — under its own lock. repository.NewGCRA is
+// built on them.
 //
 // They make exactly the decisions a GCRA limiter with the same rate and
 // burst makes. Waiting is by reservation: Reserve takes the permits at the

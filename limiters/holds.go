@@ -1,6 +1,6 @@
 package limiters
 
-// PermitHolder is implemented by a Limiter (or a wrapper of one, or a
+// For implementers: PermitHolder is implemented by a Limiter (or a wrapper of one, or a
 // repository) that can say whether its permits stay taken until Release.
 // A rate limiter's permits are spent when granted and Release ignores them;
 // a semaphore's permits are held until Release gives them back.

@@ -9,7 +9,11 @@ import (
 
 // Limiter is the interface every algorithm in this package implements.
 //
-// All methods are safe for concurrent use.
+// All methods are safe for concurrent use. A permit count n is never
+// negative: TryAcquire, Acquire and Release panic on n < 0 (a programming
+// error, like a negative slice length), every limiter of this package
+// alike; n == 0 is a peek. Implementations outside this package should do
+// the same.
 type Limiter interface {
 	// TryAcquire takes n permits now or not at all. It never waits, and it
 	// fails while any Acquire caller is queued (FIFO: nobody jumps the queue).

@@ -1,6 +1,8 @@
 package limiters
 
-// Option configures a limiter at construction.
+import "fmt"
+
+// Option configures a limiter at construction. A nil Option panics.
 type Option func(*config)
 
 // config is what options set. Limiters built without options share one
@@ -27,7 +29,10 @@ func newConfig(queueLimit int, opts []Option) *config {
 		return defaultConfig
 	}
 	c := &config{queueLimit: queueLimit}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("limiters: option %d of %d is nil", i+1, len(opts)))
+		}
 		o(c)
 	}
 	return c

@@ -13,25 +13,47 @@ import (
 
 // Rate is N events per Per. The zero Rate is invalid; build one with
 // PerSecond, PerMinute, PerHour, Every or ParseRate.
+//
+// A Rate is checked where it is made and where it is used: PerSecond,
+// PerMinute, PerHour and Every panic on a count or period that is not
+// positive (naming the function and the value), ParseRate returns an error,
+// and every constructor that takes a Rate (NewTokenBucket, NewGCRA,
+// NewLeakyBucket, repository.NewGCRA) panics on one built as a struct
+// literal with N ≤ 0 or Per ≤ 0, naming its parameter. Spec.Validate
+// returns an error for such a Rate, since a Spec comes from configuration.
 type Rate struct {
 	N   int
 	Per time.Duration
 }
 
-// PerSecond returns a Rate of n per second.
-func PerSecond(n int) Rate { return Rate{N: n, Per: time.Second} }
+// PerSecond returns a Rate of n per second. It panics if n ≤ 0.
+func PerSecond(n int) Rate { return perUnit("PerSecond", n, time.Second) }
 
-// PerMinute returns a Rate of n per minute.
-func PerMinute(n int) Rate { return Rate{N: n, Per: time.Minute} }
+// PerMinute returns a Rate of n per minute. It panics if n ≤ 0.
+func PerMinute(n int) Rate { return perUnit("PerMinute", n, time.Minute) }
 
-// PerHour returns a Rate of n per hour.
-func PerHour(n int) Rate { return Rate{N: n, Per: time.Hour} }
+// PerHour returns a Rate of n per hour. It panics if n ≤ 0.
+func PerHour(n int) Rate { return perUnit("PerHour", n, time.Hour) }
 
-// Every returns a Rate of one event every d.
-func Every(d time.Duration) Rate { return Rate{N: 1, Per: d} }
+// Every returns a Rate of one event every d. It panics if d ≤ 0.
+func Every(d time.Duration) Rate {
+	if d <= 0 {
+		panic("limiters: Every: the period d must be positive, got " + d.String())
+	}
+	return Rate{N: 1, Per: d}
+}
+
+// perUnit is PerSecond, PerMinute and PerHour: a rate of n per unit, n > 0.
+func perUnit(fn string, n int, unit time.Duration) Rate {
+	if n <= 0 {
+		panic(fmt.Sprintf("limiters: %s: the count n must be positive, got %d", fn, n))
+	}
+	return Rate{N: n, Per: unit}
+}
 
 // Interval is the average time between two events, rounded down to the
-// nanosecond. The limiters themselves keep the exact fraction.
+// nanosecond. The limiters themselves keep the exact fraction. It is 0
+// for a Rate whose N is not positive.
 func (r Rate) Interval() time.Duration {
 	if r.N <= 0 {
 		return 0

@@ -62,7 +62,8 @@ const (
 // once (the loser's limiter is closed and dropped); it must not return nil.
 // An existing key's TryAcquire is decided with its shard's lock held, so the
 // limiters' TryAcquire must not call back into the repository (this
-// package's limiters never do).
+// package's limiters never do). A nil factory or option panics, as does a
+// nil limiter from factory, when it is made.
 func NewMemory(factory func(key string) limiters.Limiter, opts ...Option) *Memory {
 	if factory == nil {
 		panic("repository: NewMemory: nil factory")

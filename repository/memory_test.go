@@ -201,7 +201,17 @@ func TestNegativeN(t *testing.T) {
 	assert.PanicsWithValue(t, "repository: negative permit count -1", func() { m.TryAcquire(ctx, "k", -1) })
 	assert.Panics(t, func() { m.Acquire(ctx, "k", -1) })
 	assert.Panics(t, func() { m.Release(ctx, "k", -1) })
-	assert.Panics(t, func() { NewMemory(nil) })
+	assert.PanicsWithValue(t, "repository: NewMemory: nil factory", func() { NewMemory(nil) })
+	var none Option
+	assert.PanicsWithValue(t, "repository: option 2 of 2 is nil", func() {
+		NewMemory(tokenBucket(limiters.PerSecond(1), 1), WithMaxKeys(1), none)
+	})
+	var noGCRA GCRAOption
+	assert.PanicsWithValue(t, "repository: option 1 of 1 is nil", func() { NewGCRA(limiters.PerSecond(1), 1, noGCRA) })
+	g := NewGCRA(limiters.PerSecond(1), 1)
+	defer g.Close()
+	assert.Panics(t, func() { g.TryAcquire(ctx, "k", -1) })
+	assert.Panics(t, func() { g.Acquire(ctx, "k", -1) })
 	bad := NewMemory(func(string) limiters.Limiter { return nil })
 	assert.Panics(t, func() { bad.Get("k") })
 	assert.Equal(t, 0, bad.Len())

@@ -1,6 +1,9 @@
 package repository
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Option configures NewMemory. WithIdleTimeout is an Option; the options
 // NewGCRA also honours are GCRAOptions, which are Options too.
@@ -24,7 +27,10 @@ type config struct {
 
 func newConfig[O Option](opts []O) config {
 	var c config
-	for _, o := range opts {
+	for i, o := range opts {
+		if any(o) == nil {
+			panic(fmt.Sprintf("repository: option %d of %d is nil", i+1, len(opts)))
+		}
 		o.apply(&c)
 	}
 	return c

@@ -9,6 +9,11 @@ import (
 
 // Repository holds one limiter per key. Implementations are safe for
 // concurrent use.
+//
+// A permit count n is never negative: TryAcquire and Acquire panic on
+// n < 0 (a programming error), in every implementation of this module —
+// Memory, GCRA, redisrepo and the ratelimitd client — and Release does too
+// where it gives permits back (Memory, GCRA, redisrepo). n == 0 is a peek.
 type Repository interface {
 	TryAcquire(ctx context.Context, key string, n int) (limiters.Decision, error)
 	Acquire(ctx context.Context, key string, n int) error

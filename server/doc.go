@@ -2,6 +2,10 @@
 // middleware that charges each request to its caller's limiter, admits or
 // rejects it, and tells the client where it stands.
 //
+// What to call: New with a repository (one limiter per caller), then
+// wrap your handler with its Middleware; for plans and per-endpoint limits,
+// LoadPolicy and New(nil, WithPolicy(p)). Both are shown below.
+//
 // # The model
 //
 // A [RateLimiter] finds the caller of a request with a keyextract.Extractor
@@ -79,7 +83,8 @@
 //
 //	p, err := server.LoadPolicy("policy.yaml", server.WithPlan(planOf))
 //	if err != nil {
-//		log.Fatal(err) // e.g. policy.yaml:12:9: plans.pro.endpoints["POST /api/ask"].limits[1].rate: limiters: invalid rate ...
+//		// e.g. server: policy policy.yaml:12:47: plans.pro.endpoints["POST /api/ask"].limits[1].rate: limiters: invalid rate "10/x": period must be a positive duration such as s, m, h, d or 30s
+//		log.Fatal(err)
 //	}
 //	defer p.Close()
 //	rl := server.New(nil, server.WithPolicy(p), server.WithKey(keyextract.Header("X-API-Key")))
@@ -92,17 +97,8 @@
 // [MaxPolicySize] (1 MiB) is read, and at most [MaxPolicyNodes] YAML nodes
 // are decoded, each alias counted at every use, so nested aliases ("billion
 // laughs") are refused in time linear in the file. An error quotes at most
-// a few dozen bytes of any value. The worst files the bounds allow, measured
-// with
-//
-//	go test -run='^$' -bench=PolicyWorstCase -benchtime=5x ./server
-//
-// on a 2-core AMD EPYC shared with other work (so the times vary twofold),
-// allocating in all (an upper bound on the heap a parse needs): the largest
-// flat file (1 MiB, 14,717 endpoint rules) parses and compiles in 0.16 to
-// 0.33 s and 76 MB; the alias bomb is refused in 0.04 to 0.08 s and 5.7 MB
-// at 38 KB, 0.1 to 0.18 s and 43 MB at 1 MiB; the largest bomb accepted (32
-// plans × 32 endpoints × 32 limits) takes 0.03 to 0.1 s and 12 MB.
+// a few dozen bytes of any value. What the worst files the bounds allow
+// cost (BenchmarkPolicyWorstCase) is in bench/README.md.
 //
 // # Near the limit
 //

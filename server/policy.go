@@ -175,14 +175,15 @@ type PolicyOption func(*Policy)
 
 // WithPlan sets how a request's plan is found, e.g. by looking its API key
 // up. A request for which f returns "" or an unknown plan gets the config's
-// DefaultPlan. Without WithPlan every request gets DefaultPlan.
+// DefaultPlan. Without WithPlan, or with a nil f, every request gets
+// DefaultPlan.
 func WithPlan(f func(keyextract.Request) string) PolicyOption {
 	return func(p *Policy) { p.planOf = f }
 }
 
 // WithCapCost sets a request's cost against its rule's cost caps (LLM
 // tokens, cents). Without it a request's cost is its weight (WithCost). A
-// cost of zero or less charges nothing.
+// cost of zero or less charges nothing. A nil f means the default.
 func WithCapCost(f func(keyextract.Request) int) PolicyOption {
 	return func(p *Policy) { p.capCost = f }
 }
@@ -192,13 +193,12 @@ func WithCapCost(f func(keyextract.Request) int) PolicyOption {
 // proxies; behind proxies pass keyextract.IP(yourProxies...), as for WithKey.
 // An IPv6 client is its /64 (as keyextract.IP keys it): it is allowed only
 // if an Allow prefix holds all of that /64, and blocked if a Block prefix
-// overlaps it.
+// overlaps it. A nil e panics.
 func WithClientIP(e keyextract.Extractor) PolicyOption {
-	return func(p *Policy) {
-		if e != nil {
-			p.clientIP = e
-		}
+	if e == nil {
+		panic("server: WithClientIP: nil extractor")
 	}
+	return func(p *Policy) { p.clientIP = e }
 }
 
 // WithChargeAfter lets handlers charge their rule's cost caps once they
@@ -220,7 +220,8 @@ func WithChargeAfter() PolicyOption { return func(p *Policy) { p.chargeAfter = t
 //
 // The default keeps them in memory: one repository.Memory for the whole
 // policy, bounded by the config's MaxKeys and IdleTimeout, whose limiter for
-// a caller is a limiters.Chain of each spec's New().
+// a caller is a limiters.Chain of each spec's New(); a nil f means that
+// default.
 //
 // A repository that also has the method
 //
@@ -326,7 +327,10 @@ func bareName(k string) bool {
 // fails to build. Nothing is half built: on error there is no Policy.
 func NewPolicy(cfg PolicyConfig, opts ...PolicyOption) (*Policy, error) {
 	p := &Policy{plans: make(map[string]*plan, len(cfg.Plans)), clientIP: keyextract.IP()}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("server: NewPolicy: option %d of %d is nil", i+1, len(opts)))
+		}
 		o(p)
 	}
 	if err := p.compile(cfg); err != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 
@@ -60,12 +61,12 @@ type Option func(*RateLimiter)
 // WithKey sets how a request's caller is found. The default is
 // keyextract.IP() with no trusted proxies: the peer's address, never a
 // forwarding header. Behind proxies, pass keyextract.IP(yourProxies...).
+// A nil e panics.
 func WithKey(e keyextract.Extractor) Option {
-	return func(rl *RateLimiter) {
-		if e != nil {
-			rl.key = e
-		}
+	if e == nil {
+		panic("server: WithKey: nil extractor")
 	}
+	return func(rl *RateLimiter) { rl.key = e }
 }
 
 // WithAnonymousKey sets the key charged for a request whose extractor finds
@@ -82,13 +83,15 @@ func WithHeaders(s headers.Style) Option { return func(rl *RateLimiter) { rl.sty
 // WithCost makes requests weighted: f says how many permits a request takes
 // (say 10 for an expensive endpoint). The default is 1. A cost below zero
 // counts as zero (a peek: the request is admitted and takes nothing); a cost
-// above what the limiter could ever grant is rejected with 429.
+// above what the limiter could ever grant is rejected with 429. A nil f
+// means the default.
 func WithCost(f func(keyextract.Request) int) Option { return func(rl *RateLimiter) { rl.cost = f } }
 
 // WithOnRejected replaces the response to a rejected request. When f is
 // called the rate-limit fields and Retry-After are already set on w's
 // header; f writes the status and body. The default writes 429 Too Many
-// Requests with an RFC 9457 problem details body (see WriteProblem).
+// Requests with an RFC 9457 problem details body (see WriteProblem); a nil
+// f means that default.
 func WithOnRejected(f func(w http.ResponseWriter, r *http.Request, d limiters.Decision)) Option {
 	return func(rl *RateLimiter) { rl.onRejected = f }
 }
@@ -109,13 +112,14 @@ func WithFailOpen(open bool) Option { return func(rl *RateLimiter) { rl.failOpen
 // body is as RateLimited writes it, with Problem.WithType's status and
 // title. A refusal no wait can cure (Event.Final) always has
 // ProblemTypeRequestExceedsLimit, and f is not asked. WithOnRejected, if
-// given, writes the response instead.
+// given, writes the response instead. A nil f keeps every rejection's type.
 func WithProblemType(f func(Event) string) Option {
 	return func(rl *RateLimiter) { rl.problemType = f }
 }
 
 // WithObserver calls f for every decision (see Event), synchronously, on the
-// request's goroutine: f must be fast and safe for concurrent use.
+// request's goroutine: f must be fast and safe for concurrent use. A nil f
+// means no observer.
 func WithObserver(f func(Event)) Option { return func(rl *RateLimiter) { rl.observe = f } }
 
 // WithNearLimit sets the share of a limit (0 < threshold ≤ 1; the default is
@@ -136,14 +140,24 @@ func WithNearLimit(threshold float64, header string) Option {
 // endpoints, several limits at once, cost caps, allow and block lists, and
 // actions (see Policy). The policy owns its limiters; the repository passed
 // to New, which may then be nil, is used only by TryAllow, Allow and Release.
-func WithPolicy(p *Policy) Option { return func(rl *RateLimiter) { rl.policy = p } }
+// A nil p panics.
+func WithPolicy(p *Policy) Option {
+	if p == nil {
+		panic("server: WithPolicy: nil policy")
+	}
+	return func(rl *RateLimiter) { rl.policy = p }
+}
 
 // New returns a RateLimiter charging requests to repo's per-key limiters.
 // With no options it keys requests by the peer's IP address, charges each 1
 // permit, writes legacy and IETF rate-limit fields, answers rejections with
 // 429 and problem details, and fails open when repo fails.
 //
-// repo may be nil only with WithPolicy.
+// repo may be nil only with WithPolicy. As for every constructor and option
+// of this module, nil is accepted only where it has a documented meaning:
+// a nil option, a nil extractor (WithKey) or a nil policy (WithPolicy)
+// panics at once, naming it; a nil function given to WithCost,
+// WithOnRejected, WithProblemType or WithObserver means the default.
 func New(repo repository.Repository, opts ...Option) *RateLimiter {
 	rl := &RateLimiter{
 		repo:     repo,
@@ -153,7 +167,10 @@ func New(repo repository.Repository, opts ...Option) *RateLimiter {
 		failOpen: true,
 		near:     nearLimit{permille: int64(DefaultNearLimit * 1000)},
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("server: New: option %d of %d is nil", i+1, len(opts)))
+		}
 		o(rl)
 	}
 	if rl.repo == nil && rl.policy == nil {

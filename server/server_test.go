@@ -383,3 +383,31 @@ func TestProblemTypes(t *testing.T) {
 	}}})
 	assert.EqualError(t, err, `server: policy: plans.p.default.problem: unknown problem type "slow-down"; want quota-exceeded, temporary-reduced-capacity or abnormal-usage-detected`)
 }
+
+// TestNilIsRefusedAtConstruction: a nil option, extractor or policy panics
+// at once naming it; the nil functions the options document as the
+// default build a RateLimiter that works.
+func TestNilIsRefusedAtConstruction(t *testing.T) {
+	repo := repository.NewMemory(func(string) limiters.Limiter { return limiters.NewConcurrency(1) })
+	defer repo.Close()
+	tests := []struct {
+		want string
+		f    func()
+	}{
+		{"server: New: option 1 of 1 is nil", func() { server.New(repo, nil) }},
+		{"server: WithKey: nil extractor", func() { server.WithKey(nil) }},
+		{"server: WithPolicy: nil policy", func() { server.WithPolicy(nil) }},
+		{"server: WithClientIP: nil extractor", func() { server.WithClientIP(nil) }},
+		{"server: NewPolicy: option 2 of 2 is nil", func() {
+			server.NewPolicy(server.PolicyConfig{}, server.WithChargeAfter(), nil)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) { assert.PanicsWithValue(t, tt.want, tt.f) })
+	}
+	rl := server.New(repo, server.WithCost(nil), server.WithOnRejected(nil), server.WithProblemType(nil), server.WithObserver(nil))
+	h := rl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	assert.Equal(t, http.StatusOK, rec.Code)
+}

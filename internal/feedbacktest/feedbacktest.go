@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/throttlekit/throttle"
+	"github.com/throttlekit/throttle/feedbackstore"
 )
 
 // Blind is how long a claim refused for the claims on the wire waits
@@ -27,13 +28,13 @@ const Blind = 20 * time.Millisecond
 func Contract(t *testing.T, s throttle.FeedbackStore, tolerance time.Duration) {
 	ctx := context.Background()
 	var mu sync.Mutex
-	var got []throttle.Notice
-	stop := s.Subscribe(func(n throttle.Notice) {
+	var got []feedbackstore.Notice
+	stop := s.Subscribe(func(n feedbackstore.Notice) {
 		mu.Lock()
 		got = append(got, n)
 		mu.Unlock()
 	})
-	notices := func(want int) []throttle.Notice {
+	notices := func(want int) []feedbackstore.Notice {
 		for range 200 { // a store may deliver asynchronously
 			mu.Lock()
 			n := len(got)
@@ -45,7 +46,7 @@ func Contract(t *testing.T, s throttle.FeedbackStore, tolerance time.Duration) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]throttle.Notice(nil), got...)
+		return append([]feedbackstore.Notice(nil), got...)
 	}
 
 	probe := func(key, id string) bool {
@@ -71,17 +72,17 @@ func Contract(t *testing.T, s throttle.FeedbackStore, tolerance time.Duration) {
 	if assert.Len(t, n, 2) {
 		assert.Equal(t, "k", n[0].Key)
 		assert.WithinDuration(t, until, n[0].Until, time.Millisecond, "the pause's end, to the millisecond")
-		assert.Equal(t, throttle.Notice{Key: "k"}, n[1], "the resumption")
+		assert.Equal(t, feedbackstore.Notice{Key: "k"}, n[1], "the resumption")
 	}
 
-	claim := func() throttle.Grant {
+	claim := func() feedbackstore.Grant {
 		g, err := s.Claim(ctx, "q")
 		require.NoError(t, err)
 		return g
 	}
 	settle := func(seq, rem int64, reset time.Time) {
-		q := throttle.SharedQuota{Known: true, Remaining: rem, Reset: reset}
-		require.NoError(t, s.Settle(ctx, "q", throttle.Grant{Seq: seq}, q))
+		q := feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}
+		require.NoError(t, s.Settle(ctx, "q", feedbackstore.Grant{Seq: seq}, q))
 	}
 	soon := func(msg string) {
 		now := time.Now()

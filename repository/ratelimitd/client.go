@@ -60,7 +60,8 @@ type call struct {
 type Option func(*Client)
 
 // WithHTTPClient sets the http.Client the Client sends with
-// (default: a client of its own with keep-alive connections).
+// (default: a client of its own with keep-alive connections). A nil c
+// means that default.
 func WithHTTPClient(c *http.Client) Option { return func(cl *Client) { cl.hc = c } }
 
 // WithEndpoint sets the endpoint that TryAcquire, Acquire and Peek check
@@ -87,7 +88,8 @@ func WithSenders(n int) Option { return func(cl *Client) { cl.senders = max(n, 1
 func WithTimeout(d time.Duration) Option { return func(cl *Client) { cl.timeout = d } }
 
 // New returns a Client of the service at baseURL ("http://127.0.0.1:8090")
-// and starts its senders; Close stops them.
+// and starts its senders; Close stops them. A bad URL is an error; a nil
+// option panics.
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -102,7 +104,10 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		calls:    make(chan *call),
 		closed:   make(chan struct{}),
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("ratelimitd: New: option %d of %d is nil", i+1, len(opts)))
+		}
 		o(c)
 	}
 	if c.hc == nil {
@@ -251,7 +256,9 @@ func (c *Client) check(key string, n int) Check {
 	return Check{Key: key, Cost: &n, Endpoint: c.endpoint, Plan: c.plan}
 }
 
-// TryAcquire checks n permits for key at the service. n == 0 is a peek.
+// TryAcquire checks n permits for key at the service. n == 0 is a peek;
+// a negative n panics (as it does for every repository.Repository), before
+// anything is sent.
 func (c *Client) TryAcquire(ctx context.Context, key string, n int) (limiters.Decision, error) {
 	r, err := c.Check(ctx, c.check(key, n))
 	if err != nil {
@@ -261,9 +268,9 @@ func (c *Client) TryAcquire(ctx context.Context, key string, n int) (limiters.De
 }
 
 // Acquire checks n permits for key until the service grants them, waiting
-// each refusal's retry_after in between. It fails at once with
-// limiters.ErrExceedsLimit when the refusal is final (n is more than a
-// limit ever admits), and with a
+// each refusal's retry_after in between. A negative n panics, as it does
+// in TryAcquire. It fails at once with limiters.ErrExceedsLimit when the
+// refusal is final (n is more than a limit ever admits), and with a
 // *limiters.RejectedError when the wait would pass ctx's deadline. Unlike
 // a local limiter's, the waits of several clients are not in FIFO order.
 func (c *Client) Acquire(ctx context.Context, key string, n int) error {

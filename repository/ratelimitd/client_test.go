@@ -96,6 +96,18 @@ func TestTryAcquire(t *testing.T) {
 	assert.Positive(t, d.RetryAfter)
 }
 
+// TestNegativeCountPanics: a negative permit count is a programming error,
+// as for every repository.Repository: it panics before anything is sent.
+func TestNegativeCountPanics(t *testing.T) {
+	url, cnt := serve(t)
+	c := newClient(t, url)
+	ctx := context.Background()
+	assert.PanicsWithValue(t, "ratelimitd: negative permit count", func() { c.TryAcquire(ctx, "a", -1) })
+	assert.PanicsWithValue(t, "ratelimitd: negative permit count", func() { c.Acquire(ctx, "a", -1) })
+	assert.Zero(t, cnt.get("/v1/check"))
+	assert.PanicsWithValue(t, "ratelimitd: New: option 2 of 2 is nil", func() { ratelimitd.New(url, ratelimitd.WithPlan("free"), nil) })
+}
+
 func TestBatchesConcurrentChecks(t *testing.T) {
 	url, cnt := serve(t)
 	c := newClient(t, url, ratelimitd.WithSenders(1), ratelimitd.WithBatch(16))

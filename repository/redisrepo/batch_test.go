@@ -72,12 +72,13 @@ func testBatching(t *testing.T, c *redis.Client) {
 	if h.pipes.Load() > 0 && h.piped.Load() > h.pipes.Load()*16 {
 		t.Fatal("a pipeline exceeded WithBatch(16)")
 	}
-	// One caller alone is sent at once, without waiting for company.
+	// One caller alone is sent at once, without waiting for company (a
+	// round trip: well under a second, even on a loaded machine).
 	begin := time.Now()
 	if _, err := r.TryAcquire(context.Background(), "alone", 1); err != nil {
 		t.Fatal(err)
 	}
-	if el := time.Since(begin); el > 100*time.Millisecond {
+	if el := time.Since(begin); el > time.Second {
 		t.Fatalf("a lone call took %v", el)
 	}
 }

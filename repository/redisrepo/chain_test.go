@@ -36,7 +36,7 @@ func TestChainDifferential(t *testing.T) {
 			for j := range trace {
 				trace[j] = step{dt: time.Duration(rng.Int64N(int64(300*time.Millisecond))) / time.Microsecond * time.Microsecond, n: rng.IntN(3)}
 			}
-			r, err := NewChain(c, specs, WithPrefix(fmt.Sprintf("chain%d:", i)))
+			r, err := NewChain(c, specs, WithPrefix(fmt.Sprintf("chain%d:", i)), WithTimeout(testTimeout))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,10 +73,15 @@ func TestChainDifferential(t *testing.T) {
 func TestQueueFull(t *testing.T) {
 	s := redistest.Start(t)
 	c := newClient(t, s)
+	// One permit every 5 s: a waiter that takes a while to reserve (a
+	// loaded machine has taken over 0.5 s) still finds its reservation
+	// more than half an interval beyond the one before. The waiters are
+	// cancelled, never waited for.
+	const iv = 5 * time.Second
 	for _, spec := range []limiters.Spec{
-		{Algorithm: limiters.AlgLeakyBucket, Limit: 3, Rate: limiters.PerSecond(1)},
-		{Algorithm: limiters.AlgGCRA, Limit: 1, Rate: limiters.PerSecond(1), QueueLimit: 3},
-		{Algorithm: limiters.AlgTokenBucket, Limit: 1, Rate: limiters.PerSecond(1), QueueLimit: 3},
+		{Algorithm: limiters.AlgLeakyBucket, Limit: 3, Rate: limiters.Every(iv)},
+		{Algorithm: limiters.AlgGCRA, Limit: 1, Rate: limiters.Every(iv), QueueLimit: 3},
+		{Algorithm: limiters.AlgTokenBucket, Limit: 1, Rate: limiters.Every(iv), QueueLimit: 3},
 	} {
 		t.Run(spec.Algorithm, func(t *testing.T) {
 			r := newRepo(t, c, spec, WithPrefix("q-"+spec.Algorithm+":"))
@@ -87,11 +92,11 @@ func TestQueueFull(t *testing.T) {
 			}
 			done := make(chan error, 3)
 			for i := range 3 {
-				go func() { done <- r.Acquire(ctx, "k", 1) }() // queued: 1s, 2s, 3s away
-				deadline := time.Now().Add(5 * time.Second)
-				for { // wait until it has reserved: the wait grows to about i+2 seconds
+				go func() { done <- r.Acquire(ctx, "k", 1) }() // queued: 1, 2, 3 intervals away
+				deadline := time.Now().Add(2 * iv)
+				for { // wait until it has reserved: the wait grows to about i+2 intervals
 					d, _ := r.Peek(ctx, "k")
-					if d.RetryAfter > time.Duration(i+1)*time.Second+500*time.Millisecond {
+					if d.RetryAfter > time.Duration(i+1)*iv+iv/2 {
 						break
 					}
 					if time.Now().After(deadline) {

@@ -27,7 +27,7 @@ func contention(t *testing.T, clients []redis.UniversalClient, key string, specs
 	var granted atomic.Int64
 	var wg sync.WaitGroup
 	for _, c := range clients {
-		r, err := NewChain(c, specs, WithPrefix("cont:"))
+		r, err := NewChain(c, specs, WithPrefix("cont:"), WithTimeout(testTimeout))
 		if err != nil {
 			t.Fatal(err)
 		}

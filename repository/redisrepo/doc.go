@@ -34,8 +34,8 @@
 // puts them in Redis, each rule's limits (and its cost caps) decided in one
 // round trip by a NewChain repository, under a namespace of its own:
 //
-//	p, err := server.LoadPolicy("policy.yaml")                                                 // memory
-//	p, err := server.LoadPolicy("policy.yaml", server.WithStorage(redisrepo.Storage(client))) // Redis
+//	p, err := server.LoadPolicy("policy.yaml")                                               // memory
+//	p, err = server.LoadPolicy("policy.yaml", server.WithStorage(redisrepo.Storage(client))) // or Redis
 //
 // Either way the middleware answers alike: the same headers, the same 429s
 // and problem+json bodies, and server.ChargeCost charges cost caps after the

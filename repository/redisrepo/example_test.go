@@ -40,11 +40,24 @@ func Example() {
 }
 
 // TestExample runs Example against a real Redis, which go test cannot do
-// for an Example without output.
+// for an Example without output, and checks what it prints (printed to the
+// test's output, it would be stray lines in go test's).
 func TestExample(t *testing.T) {
 	s := redistest.Start(t)
 	t.Setenv("REDIS_ADDR", s.Addr)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
 	Example()
+	os.Stdout = stdout
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if want := "0 true 2 <nil>\n1 true 1 <nil>\n2 true 0 <nil>\n3 false 0 <nil>\n"; string(out) != want {
+		t.Errorf("Example printed %q, want %q", out, want)
+	}
 }
 
 // A policy file's limits in Redis: every replica that loads the same file

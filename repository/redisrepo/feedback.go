@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/throttlekit/throttle"
+	"github.com/throttlekit/throttle/feedbackstore"
 )
 
 // FeedbackStore is a throttle.FeedbackStore on Redis: the Transports of a
@@ -44,7 +45,7 @@ type FeedbackStore struct {
 	timeout time.Duration
 
 	mu     sync.Mutex
-	subs   map[int]func(throttle.Notice)
+	subs   map[int]func(feedbackstore.Notice)
 	next   int
 	ps     *redis.PubSub
 	wg     sync.WaitGroup
@@ -54,15 +55,16 @@ type FeedbackStore struct {
 var _ throttle.FeedbackStore = (*FeedbackStore)(nil)
 
 // NewFeedbackStore returns a FeedbackStore on client. Of the options, only
-// WithPrefix and WithTimeout apply.
+// WithPrefix and WithTimeout apply. A nil client or option panics.
 func NewFeedbackStore(client redis.UniversalClient, opts ...Option) *FeedbackStore {
-	cfg := defaults()
-	for _, o := range opts {
-		o(&cfg)
+	if client == nil {
+		panic("redisrepo: NewFeedbackStore: nil client")
 	}
+	cfg := defaults()
+	applyOptions(&cfg, opts)
 	rc, dials, own, _ := deadlineClient(client)
 	return &FeedbackStore{client: rc, own: own, dials: dials, prefix: cfg.prefix, channel: cfg.prefix + "feedback",
-		pauses: cfg.prefix + "pauses", timeout: cfg.timeout, subs: make(map[int]func(throttle.Notice))}
+		pauses: cfg.prefix + "pauses", timeout: cfg.timeout, subs: make(map[int]func(feedbackstore.Notice))}
 }
 
 // bound is ctx bounded by the store's timeout.
@@ -138,7 +140,7 @@ func (s *FeedbackStore) notify(ctx context.Context, key, id string, until int64)
 }
 
 // inForce returns the pauses in force now.
-func (s *FeedbackStore) inForce(ctx context.Context) ([]throttle.Notice, error) {
+func (s *FeedbackStore) inForce(ctx context.Context) ([]feedbackstore.Notice, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	now := time.Now()
@@ -147,11 +149,11 @@ func (s *FeedbackStore) inForce(ctx context.Context) ([]throttle.Notice, error) 
 	if err != nil {
 		return nil, s.unavailable(err)
 	}
-	ns := make([]throttle.Notice, 0, len(zs))
+	ns := make([]feedbackstore.Notice, 0, len(zs))
 	for _, z := range zs {
 		key, ok := z.Member.(string)
 		if ok && z.Score > 0 && z.Score < 1e15 {
-			ns = append(ns, throttle.Notice{Key: key, Until: time.UnixMilli(int64(z.Score))})
+			ns = append(ns, feedbackstore.Notice{Key: key, Until: time.UnixMilli(int64(z.Score))})
 		}
 	}
 	return ns, nil
@@ -206,20 +208,20 @@ return {seq, 0, 0}`)
 const blind = 20 * time.Millisecond
 
 // Claim implements throttle.FeedbackStore.
-func (s *FeedbackStore) Claim(ctx context.Context, key string) (throttle.Grant, error) {
+func (s *FeedbackStore) Claim(ctx context.Context, key string) (feedbackstore.Grant, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota")}, feedbackTTL, blind.Milliseconds()).Int64Slice()
 	if err != nil {
-		return throttle.Grant{}, s.unavailable(err)
+		return feedbackstore.Grant{}, s.unavailable(err)
 	}
 	if len(v) != 3 {
-		return throttle.Grant{}, fmt.Errorf("redisrepo: claim answered %d values", len(v))
+		return feedbackstore.Grant{}, fmt.Errorf("redisrepo: claim answered %d values", len(v))
 	}
 	if v[0] > 0 {
-		return throttle.Grant{Seq: v[0]}, nil
+		return feedbackstore.Grant{Seq: v[0]}, nil
 	}
-	return throttle.Grant{Retry: time.UnixMilli(v[1]), Spent: v[2] == 1}, nil
+	return feedbackstore.Grant{Retry: time.UnixMilli(v[1]), Spent: v[2] == 1}, nil
 }
 
 // settle: ARGV claim (0: none), known (0/1), remaining, reset ms, TTL ms.
@@ -238,7 +240,7 @@ redis.call("PEXPIRE", KEYS[1], ARGV[5])
 return 1`)
 
 // Settle implements throttle.FeedbackStore.
-func (s *FeedbackStore) Settle(ctx context.Context, key string, g throttle.Grant, q throttle.SharedQuota) error {
+func (s *FeedbackStore) Settle(ctx context.Context, key string, g feedbackstore.Grant, q feedbackstore.SharedQuota) error {
 	known, reset := 0, int64(0)
 	if q.Known {
 		known, reset = 1, q.Reset.UnixMilli()
@@ -257,7 +259,7 @@ func (s *FeedbackStore) Settle(ctx context.Context, key string, g throttle.Grant
 // It waits at most the store's timeout for Redis; if Redis cannot be
 // reached, the subscription is made when it can (go-redis reconnects it)
 // and f hears only of later notices.
-func (s *FeedbackStore) Subscribe(f func(throttle.Notice)) (stop func()) {
+func (s *FeedbackStore) Subscribe(f func(feedbackstore.Notice)) (stop func()) {
 	s.mu.Lock()
 	id := s.next
 	s.next++
@@ -297,12 +299,12 @@ func (s *FeedbackStore) deliver(msg string) {
 	if !ok || err != nil {
 		return
 	}
-	n := throttle.Notice{Key: key}
+	n := feedbackstore.Notice{Key: key}
 	if ns != 0 {
 		n.Until = time.Unix(0, ns)
 	}
 	s.mu.Lock()
-	subs := make([]func(throttle.Notice), 0, len(s.subs))
+	subs := make([]func(feedbackstore.Notice), 0, len(s.subs))
 	for _, f := range s.subs {
 		subs = append(subs, f)
 	}

@@ -151,7 +151,8 @@ func TestFeedbackStoreOneRefusalPerPause(t *testing.T) {
 
 // TestFeedbackStoreSharesAQuota: eight Transports × ten goroutines, each
 // Transport with its own Redis client, spend 500 requests of a quota of
-// 100 a second (internal/apisim's Quota) in at most 1.2× the ideal time,
+// 100 a second (internal/apisim's Quota) in at most 1.5× the ideal time
+// (1.04× quiet; 1.17× on 2 cores beside two CPU-bound processes),
 // refused a handful of times at most (10: most runs see 0, a loaded
 // machine under -race has shown 6); alone, each Transport spends what
 // remains as if it were the only one (hundreds of 429s).
@@ -173,7 +174,7 @@ func TestFeedbackStoreSharesAQuota(t *testing.T) {
 	t.Logf("500 requests at 100/s, 8 Transports × 10 goroutines sharing a FeedbackStore on Redis: %d 429s, %v (ideal %v, %.2fx)",
 		refused, took.Round(time.Millisecond), ideal, float64(took)/float64(ideal))
 	assert.LessOrEqual(t, refused, int64(10), "a handful: 0 in most runs; a loaded machine under -race has shown 6")
-	assert.LessOrEqual(t, took, ideal*12/10+100*time.Millisecond, "a loaded machine may add a little latency")
+	assert.LessOrEqual(t, took, ideal*15/10+100*time.Millisecond, "a loaded machine adds latency: 1.17x has been seen")
 	alone, tookAlone, _ := run(nil)
 	t.Logf("alone: %d 429s, %v", alone, tookAlone.Round(time.Millisecond))
 	assert.Greater(t, alone, 3*refused)

@@ -37,10 +37,17 @@ var clientKinds = []struct {
 	make func(testing.TB, *redistest.Server) *redis.Client
 }{{"ctx-client", newClient}, {"plain-client", newPlainClient}}
 
+// testTimeout bounds each round trip of the tests' repositories in place
+// of the default 1 s: on a loaded machine (2 cores, -race, two CPU-bound
+// processes beside) a Redis Cluster has taken longer than 1 s to answer.
+// Tests of the timeout itself give their own WithTimeout, which comes later
+// and wins.
+const testTimeout = 10 * time.Second
+
 // newRepo returns a repository closed when t ends.
 func newRepo(t testing.TB, c redis.UniversalClient, spec limiters.Spec, opts ...Option) *Repository {
 	t.Helper()
-	r, err := New(c, spec, opts...)
+	r, err := New(c, spec, append([]Option{WithTimeout(testTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

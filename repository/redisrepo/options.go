@@ -1,6 +1,7 @@
 package redisrepo
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -34,7 +35,10 @@ func (m FailMode) String() string {
 	return "FailMode(?)"
 }
 
-// Option configures a Repository.
+// Option configures a Repository. A nil Option panics where it is given
+// (New, NewChain, NewFeedbackStore, Storage), naming its position; a nil
+// client is an error from New and NewChain and a panic from
+// NewFeedbackStore, which returns none.
 type Option func(*config)
 
 type config struct {
@@ -48,6 +52,17 @@ type config struct {
 	cooldown time.Duration
 	observer func(Event)
 	leases   time.Duration
+}
+
+// applyOptions applies opts to c. A nil option panics: options are code,
+// and a nil one could only be a mistake.
+func applyOptions(c *config, opts []Option) {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("redisrepo: option %d of %d is nil", i+1, len(opts)))
+		}
+		o(c)
+	}
 }
 
 func defaults() config {

@@ -111,9 +111,7 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 	}
 	r := &Repository{client: client, cfg: defaults(), rate: true, maxN: -1,
 		held: map[string][]string{}, released: make(chan struct{}), stop: make(chan struct{})}
-	for _, o := range opts {
-		o(&r.cfg)
-	}
+	applyOptions(&r.cfg, opts)
 	var direct bool
 	r.rc, r.dials, r.own, direct = deadlineClient(client)
 	codes := make([]string, len(specs))

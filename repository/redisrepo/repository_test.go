@@ -186,8 +186,11 @@ func TestForeignValue(t *testing.T) {
 func TestReleaseLeases(t *testing.T) {
 	s := redistest.Start(t)
 	spec := limiters.Spec{Algorithm: limiters.AlgConcurrency, Limit: 2}
-	a := newRepo(t, newClient(t, s), spec, WithPermitLease(300*time.Millisecond))
-	b := newRepo(t, newClient(t, s), spec, WithPermitLease(300*time.Millisecond))
+	// A lease long enough that a loaded machine (2 cores beside two
+	// CPU-bound processes) renews it in time: 300 ms was not.
+	const lease = 1500 * time.Millisecond
+	a := newRepo(t, newClient(t, s), spec, WithPermitLease(lease))
+	b := newRepo(t, newClient(t, s), spec, WithPermitLease(lease))
 	ctx := ctxT(t)
 	must := func(r *Repository, want bool) {
 		t.Helper()
@@ -209,13 +212,13 @@ func TestReleaseLeases(t *testing.T) {
 		t.Fatalf("after b's Release: %+v, want 1 remaining (a's permit still held)", d)
 	}
 	// Held permits are renewed past their lease.
-	time.Sleep(time.Second)
+	time.Sleep(lease + lease/3)
 	if d, _ := a.Peek(ctx, "k"); d.Remaining != 1 {
-		t.Fatalf("after 3 leases: %+v, want a's permit renewed", d)
+		t.Fatalf("after more than a lease: %+v, want a's permit renewed", d)
 	}
 	// A crashed replica stops renewing: its permits come back after the lease.
 	a.Close()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(lease + 10*time.Second)
 	for {
 		if d, _ := b.Peek(ctx, "k"); d.Remaining == 2 {
 			break

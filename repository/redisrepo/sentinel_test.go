@@ -74,7 +74,7 @@ func decide(wg *sync.WaitGroup, r *Repository, mode FailMode, key string, stop <
 		defer cancel()
 		begin := time.Now()
 		d, err := r.TryAcquire(ctx, key, 1)
-		if time.Since(begin) > 1200*time.Millisecond {
+		if time.Since(begin) > outlived {
 			late.Add(1)
 		}
 		if mode == FailClosed && err != nil && (!errors.Is(err, ErrUnavailable) || d.Allowed) ||

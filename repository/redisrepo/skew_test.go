@@ -64,7 +64,7 @@ func skew(t *testing.T, s *redistest.Server, key string, spec limiters.Spec, loc
 	replica := func(t *testing.T) limiters.Decision {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 		defer c.Close()
-		r, err := New(c, spec, WithPrefix("skew:"))
+		r, err := New(c, spec, WithPrefix("skew:"), WithTimeout(testTimeout))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,9 +28,7 @@ import (
 // (and each reload of it) its own Storage.
 func Storage(client redis.UniversalClient, opts ...Option) func([]limiters.Spec) (repository.Repository, error) {
 	cfg := defaults()
-	for _, o := range opts {
-		o(&cfg)
-	}
+	applyOptions(&cfg, opts)
 	var mu sync.Mutex
 	seen := map[string]int{}
 	return func(specs []limiters.Spec) (repository.Repository, error) {
