@@ -13,6 +13,7 @@ require (
 
 require (
 	github.com/dunglas/httpsfv v1.1.2 // indirect
+	github.com/gaissmai/bart v0.30.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
