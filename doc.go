@@ -45,7 +45,13 @@
 // keeps, per partition, a model of what the server said: every quota it
 // reports, each with its own remaining units, reset and claims of the
 // requests on the wire; a pause; a pace; when its whole-second resets
-// really come. A request goes only when every quota it charges has room:
+// really come. Every number is read as the bound it is, with its rounding
+// and the time the request left and its answer came: a reset written as
+// whole seconds rounded up says "within the second before", so the
+// partition waits for the earliest end that all the window's answers
+// allow, not for the last answer's; a field written to the millisecond
+// beside one in whole seconds (X-RateLimit-Reset-After, retry-after-ms)
+// narrows it. A request goes only when every quota it charges has room:
 //
 //   - A 429 (or a 503 with Retry-After, or GitHub's 403 rate limits), or a
 //     quota with nothing remaining, pauses the partition until the server's
@@ -60,7 +66,13 @@
 //     answer replaces the estimate, and a cost above a quota's limit fails
 //     at once with an *ExceedsQuotaError (errors.Is limiters.ErrExceedsLimit).
 //   - Window quotas that run low (a tenth of the limit) spread the units
-//     left evenly until their reset. OpenAI's and Anthropic's quotas refill
+//     left evenly until the earliest their window may end, when that is
+//     more than five seconds away (a shorter window gains nothing by it).
+//   - Windows that start at a client's first request (express-rate-limit's,
+//     and many more) are learned from the request that opened each: such a
+//     window ends one length after that request arrived, which bounds it
+//     to a round trip where an epoch reset in whole seconds leaves a
+//     second of doubt. OpenAI's and Anthropic's quotas refill
 //     continuously ("reset 6m0s" means full again in six minutes), so they
 //     are modelled as buckets refilling at limit/window: a request waits
 //     until enough has refilled, not until the reset.
@@ -86,8 +98,14 @@
 //     window emptied at once) holds the partition for two seconds, so
 //     that no probe lands in a window that a server counting refusals has
 //     put in debt. A refusal that says
-//     when to come back (Retry-After) is obeyed, and the pace set to what
-//     the server took since the last pause. A sliding window that reports
+//     when to come back (Retry-After) is obeyed to the end of its wait,
+//     whatever other answers say meanwhile; if no quota at zero explains
+//     it (no quota advertised, or GitHub's secondary limits beside quotas
+//     with room), it also starts a pace at what the server took since the
+//     last pause, which is then searched like any other: a Retry-After
+//     sets the pause, never freezes the pace. The creep beyond the rate
+//     last refused waits thirty times that refusal's wait, since each
+//     probe beyond it may cost as much. A sliding window that reports
 //     its fixed window's end as its reset (go-chi/httprate) is recognised
 //     by a new window that opens nearly exhausted, and paced just under
 //     its limit.
