@@ -15,10 +15,11 @@ import (
 
 // docFiles are the documents whose Go snippets must compile, and
 // snippetFiles the Go files, compiled by go test (the second in the
-// metrics module, which has the Prometheus client), that hold them.
+// metrics module, which has the Prometheus client, the third in
+// grpcthrottle, which has grpc), that hold them.
 var (
 	docFiles     = []string{"README.md", "docs/recipes.md"}
-	snippetFiles = []string{"readme_snippets_test.go", "metrics/throttleprom/readme_snippets_test.go"}
+	snippetFiles = []string{"readme_snippets_test.go", "metrics/throttleprom/readme_snippets_test.go", "grpcthrottle/readme_snippets_test.go"}
 )
 
 // fences finds a document's fenced blocks of one language.
