@@ -69,21 +69,19 @@ type ourCase struct {
 	ratio    float64
 }
 
-// ourSlack is what the Transport (root gate.go, quota.go, aimd.go, before
-// the server-model rewrite) measured against each algorithm on a loaded
-// 2-core machine, with a margin: refusals, elapsed/ideal.
+// ourSlack is where the Transport misses the bounds against our
+// own server (after the server-model rework; a quiet 2-core machine,
+// loopback): refusals, elapsed/ideal. Every other algorithm is held to
+// the 5 refusals and 1.10× (measured: 0 refusals, 1.00–1.01×).
 var ourSlack = map[string]struct {
 	refusals int64
 	ratio    float64
 }{
 	// A cold start sends 10 at once to a shaper that admits one: 9
-	// refusals before any answer; then 1.20–1.33×.
-	limiters.AlgLeakyBucket: {20, 1.6},
-	// Windows of 20 per 1 s: 1.16–1.30× (fixed), 1.16–1.54× (sliding
-	// window), 1.16–1.62× (sliding log), with no refusals or one.
-	limiters.AlgFixedWindow:   {5, 1.8},
-	limiters.AlgSlidingWindow: {5, 2.0},
-	limiters.AlgSlidingLog:    {5, 2.1},
+	// refusals before any answer (1.04×). Probing alone first would
+	// avoid them, at a round trip's cost to every host that never
+	// limits.
+	limiters.AlgLeakyBucket: {14, 1.10},
 }
 
 func ourCases() []ourCase {
