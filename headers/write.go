@@ -93,15 +93,8 @@ func Write(h http.Header, d limiters.Decision, s Style) {
 	}
 	v := string(b)
 
-	// One backing array for every field's []string: h.Set would allocate
-	// one per field.
-	var vals [7]string
-	i := 0
-	set := func(key, val string) {
-		vals[i] = val
-		h[key] = vals[i : i+1 : i+1]
-		i++
-	}
+	var f fields
+	set := func(key, val string) { f.set(h, key, val) }
 	if !d.Allowed {
 		set("Retry-After", v[:ends[0]])
 	}
@@ -115,6 +108,20 @@ func Write(h http.Header, d limiters.Decision, s Style) {
 		set("Ratelimit-Policy", v[ends[5]:ends[3]])
 		set("Ratelimit", v[ends[3]:ends[4]])
 	}
+}
+
+// fields sets header fields whose []string values share one backing
+// array: h.Set would allocate one per field.
+type fields struct {
+	vals [8]string
+	n    int
+}
+
+// set sets h[key] to the one value val.
+func (f *fields) set(h http.Header, key, val string) {
+	f.vals[f.n] = val
+	h[key] = f.vals[f.n : f.n+1 : f.n+1]
+	f.n++
 }
 
 // appendMillis appends d in seconds with three decimals, rounded up to
@@ -316,13 +323,8 @@ func WriteLimits(h http.Header, ls []Limit, s Style) {
 	}
 	all := string(v)
 
-	var vals [8]string
-	i := 0
-	set := func(key, val string) {
-		vals[i] = val
-		h[key] = vals[i : i+1 : i+1]
-		i++
-	}
+	var f fields
+	set := func(key, val string) { f.set(h, key, val) }
 	if retry {
 		set("Retry-After", all[:ends[0]])
 		set("Retry-After-Ms", all[ends[0]:ends[1]])
