@@ -2,6 +2,7 @@ package redisrepo
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -42,6 +43,7 @@ type FeedbackStore struct {
 	channel string
 	pauses  string
 	timeout time.Duration
+	id      string // names this store (its process) in the claims' queue
 
 	mu     sync.Mutex
 	subs   map[int]func(throttle.Notice)
@@ -62,7 +64,7 @@ func NewFeedbackStore(client redis.UniversalClient, opts ...Option) *FeedbackSto
 	}
 	rc, dials, own, _ := deadlineClient(client)
 	return &FeedbackStore{client: rc, own: own, dials: dials, prefix: cfg.prefix, channel: cfg.prefix + "feedback",
-		pauses: cfg.prefix + "pauses", timeout: cfg.timeout, subs: make(map[int]func(throttle.Notice))}
+		pauses: cfg.prefix + "pauses", timeout: cfg.timeout, id: rand.Text()[:12], subs: make(map[int]func(throttle.Notice))}
 }
 
 // bound is ctx bounded by the store's timeout.
@@ -190,16 +192,64 @@ local rem, reset, inflight = tonumber(q[2]) or 0, tonumber(q[3]) or 0, tonumber(
 `
 
 // claim answers {seq, 0} when admitted; {0, ms, 1} when nothing remains
-// until the reset ms; {0, ms, 0} to ask again at ms.
+// until the reset ms; {0, ms, 0} to ask again at ms. ARGV: TTL ms, blind
+// ms, the claiming store's id, how long a store that asked counts as
+// asking (ms).
+//
+// Claims are fair between the stores (the processes) sharing a quota: each
+// store's claims in the window are counted (field "n:" .. id: the window's
+// reset, the count, when it last asked), and a store may be ahead of the
+// least served of the stores still asking (in the last ARGV[4] ms: a
+// Transport that lost a probe's election asks again within throttle's
+// probeRecheck, 250 ms; one told nothing remains counts as asking at the
+// reset) by at most its equal part of what remains. When room is
+// plenty, nobody waits; when it is scarce, the claims go round. Without
+// it, the processes whose answers come back first claim again first, and
+// one of three finished in half the time of the others.
 var claim = redis.NewScript(quotaNow + `
+local blind, nk = tonumber(ARGV[2]), "n:" .. ARGV[3]
 if known and now < reset then
-	if rem <= 0 then return {0, reset, 1} end
-	if rem - inflight <= 0 or (not exact and inflight > 0) then return {0, now + tonumber(ARGV[2]), 0} end
+	local all = redis.call("HGETALL", KEYS[1])
+	local mine, least, active = 0, nil, 1
+	for i = 1, #all, 2 do
+		local f = all[i]
+		if string.sub(f, 1, 2) == "n:" then
+			local r, c, last = string.match(all[i + 1], "^(%d+):(%d+):(%d+)$")
+			r, c, last = tonumber(r), tonumber(c), tonumber(last)
+			if r ~= reset then c = 0 end
+			if f == nk then
+				mine = c
+			elseif not last or last < now - tonumber(ARGV[4]) then
+				redis.call("HDEL", KEYS[1], f)
+			else
+				active = active + 1
+				if least == nil or c < least then least = c end
+			end
+		end
+	end
+	if rem <= 0 then
+		-- it asks again at the reset: it counts as asking until then
+		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. reset)
+		return {0, reset, 1}
+	end
+	local room = rem - inflight
+	local fair = room > 0 and (least == nil or mine - least < math.max(math.floor(room / active), 1))
+	if not fair or (not exact and inflight > 0) then
+		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. now)
+		redis.call("PEXPIRE", KEYS[1], ARGV[1])
+		return {0, now + blind, 0}
+	end
+	redis.call("HSET", KEYS[1], nk, reset .. ":" .. (mine + 1) .. ":" .. now)
 end
 redis.call("HINCRBY", KEYS[1], "inflight", 1)
 local seq = redis.call("HINCRBY", KEYS[1], "seq", 1)
 redis.call("PEXPIRE", KEYS[1], ARGV[1])
 return {seq, 0, 0}`)
+
+// asking is how long a store that claimed counts as still asking: longer
+// than throttle's probeRecheck (250 ms), the longest a Transport of the
+// fleet waits without asking while another probes.
+const asking = 300 * time.Millisecond
 
 // blind is throttle's: how long a claim waits for the answers of the
 // claims on the wire.
@@ -209,7 +259,7 @@ const blind = 20 * time.Millisecond
 func (s *FeedbackStore) Claim(ctx context.Context, key string) (throttle.Grant, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota")}, feedbackTTL, blind.Milliseconds()).Int64Slice()
+	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota")}, feedbackTTL, blind.Milliseconds(), s.id, asking.Milliseconds()).Int64Slice()
 	if err != nil {
 		return throttle.Grant{}, s.unavailable(err)
 	}
