@@ -21,6 +21,9 @@ import (
 // to the store. When a call fails, the Transport goes on with what it
 // learned itself and tells its observer (EventStoreUnavailable).
 //
+// A Transport that joins during a pause honours it: Subscribe tells it of
+// the pauses in force.
+//
 // NewMemoryFeedbackStore shares within one process;
 // redisrepo.NewFeedbackStore shares across processes. Keys are partition
 // keys; ids name the Transport that calls (one per Transport).
@@ -50,8 +53,9 @@ type FeedbackStore interface {
 	// count only falls, so the least said holds.
 	Settle(ctx context.Context, key string, g Grant, q SharedQuota) error
 	// Subscribe calls f with every Pause and Resume of any Transport
-	// sharing the store (its own too), until stop is called. f must not
-	// block.
+	// sharing the store (its own too), until stop is called, having first
+	// called it with the pauses in force (so that a Transport that joins
+	// during a pause honours it). f must not block.
 	Subscribe(f func(Notice)) (stop func())
 }
 
@@ -264,6 +268,7 @@ func (g *gate) resumeShared() {
 type MemoryFeedbackStore struct {
 	mu      sync.Mutex
 	probes  map[string]lease
+	pauses  map[string]time.Time // the pauses in force, told to a new subscriber
 	quotas  map[string]*sharedQuota
 	subs    map[int]func(Notice)
 	next    int
@@ -274,7 +279,7 @@ type MemoryFeedbackStore struct {
 // survived the last sweep, the leases that ran out and the quotas whose
 // reset passed with no claim on the wire. s.mu must be held.
 func (s *MemoryFeedbackStore) sweep(now time.Time) {
-	if len(s.probes)+len(s.quotas) < max(s.sweepAt, maxIdleGates) {
+	if len(s.probes)+len(s.quotas)+len(s.pauses) < max(s.sweepAt, maxIdleGates) {
 		return
 	}
 	for k, l := range s.probes {
@@ -282,12 +287,17 @@ func (s *MemoryFeedbackStore) sweep(now time.Time) {
 			delete(s.probes, k)
 		}
 	}
+	for k, until := range s.pauses {
+		if !now.Before(until) {
+			delete(s.pauses, k)
+		}
+	}
 	for k, q := range s.quotas {
 		if q.inflight == 0 && !now.Before(q.Reset) {
 			delete(s.quotas, k)
 		}
 	}
-	s.sweepAt = 2 * (len(s.probes) + len(s.quotas))
+	s.sweepAt = 2 * (len(s.probes) + len(s.quotas) + len(s.pauses))
 }
 
 type lease struct {
@@ -349,6 +359,7 @@ func (q *sharedQuota) settle(claim int64, sq SharedQuota) {
 func NewMemoryFeedbackStore() *MemoryFeedbackStore {
 	return &MemoryFeedbackStore{
 		probes: make(map[string]lease),
+		pauses: make(map[string]time.Time),
 		quotas: make(map[string]*sharedQuota),
 		subs:   make(map[int]func(Notice)),
 	}
@@ -361,6 +372,7 @@ func (s *MemoryFeedbackStore) Pause(_ context.Context, key, id string, until tim
 	s.mu.Lock()
 	s.sweep(time.Now())
 	s.probes[key] = lease{id: id, until: until}
+	s.pauses[key] = until
 	s.mu.Unlock()
 	s.publish(Notice{Key: key, Until: until})
 	return nil
@@ -372,6 +384,7 @@ func (s *MemoryFeedbackStore) Resume(_ context.Context, key, id string) error {
 	if s.probes[key].id == id {
 		delete(s.probes, key)
 	}
+	delete(s.pauses, key)
 	s.mu.Unlock()
 	s.publish(Notice{Key: key})
 	return nil
@@ -427,13 +440,24 @@ func (s *MemoryFeedbackStore) Settle(_ context.Context, key string, g Grant, sq 
 	return nil
 }
 
-// Subscribe implements FeedbackStore.
+// Subscribe implements FeedbackStore. f hears first of the pauses in
+// force, so that a Transport that joins during a pause honours it.
 func (s *MemoryFeedbackStore) Subscribe(f func(Notice)) (stop func()) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	id := s.next
 	s.next++
 	s.subs[id] = f
+	now := time.Now()
+	var force []Notice
+	for k, until := range s.pauses {
+		if now.Before(until) {
+			force = append(force, Notice{Key: k, Until: until})
+		}
+	}
+	s.mu.Unlock()
+	for _, n := range force {
+		f(n)
+	}
 	return func() {
 		s.mu.Lock()
 		delete(s.subs, id)
