@@ -179,22 +179,34 @@ func (s *FeedbackStore) Probe(ctx context.Context, key, id string, lease time.Du
 }
 
 // A shared quota is the hash KEYS[1]: k (1: known), rem (the least the
-// window's answers said remains), reset (ms), seq (claims so far),
-// inflight (claims on the wire), x (1: a claim's answer was heard in the
-// window). Times are Redis TIME's. The rules are throttle's
-// MemoryFeedbackStore's.
+// window's answers said remains), reset (ms), seq (claims so far), x (1: a
+// claim's answer was heard in the window); and the sorted set KEYS[2] of
+// the claims on the wire, each scored by when it was made. Times are Redis
+// TIME's. The rules are throttle's MemoryFeedbackStore's, with one more: a
+// claim whose answer never came (its Claim's reply was lost, or its Settle
+// failed, while Redis was unwell) must not hold the fleet back for good.
+// So a claim counts as on the wire for at most wireFor, and it holds back
+// the claims that wait for a claimed answer (the quota known only from
+// unclaimed answers) for at most blindFor.
 const quotaNow = `
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local q = redis.call("HMGET", KEYS[1], "k", "rem", "reset", "inflight", "x")
-local known, exact = q[1] == "1", q[5] == "1"
-local rem, reset, inflight = tonumber(q[2]) or 0, tonumber(q[3]) or 0, tonumber(q[4]) or 0
+local q = redis.call("HMGET", KEYS[1], "k", "rem", "reset", "x")
+local known, exact = q[1] == "1", q[4] == "1"
+local rem, reset = tonumber(q[2]) or 0, tonumber(q[3]) or 0
 `
+
+// wireFor is the longest a claim counts as on the wire without its answer;
+// blindFor the longest it holds back claims that wait for a claimed answer.
+const (
+	wireFor  = 30 * time.Second
+	blindFor = 500 * time.Millisecond
+)
 
 // claim answers {seq, 0} when admitted; {0, ms, 1} when nothing remains
 // until the reset ms; {0, ms, 0} to ask again at ms. ARGV: TTL ms, blind
 // ms, the claiming store's id, how long a store that asked counts as
-// asking (ms).
+// asking (ms), wireFor and blindFor (ms).
 //
 // Claims are fair between the stores (the processes) sharing a quota: each
 // store's claims in the window are counted (field "n:" .. id: the window's
@@ -208,6 +220,8 @@ local rem, reset, inflight = tonumber(q[2]) or 0, tonumber(q[3]) or 0, tonumber(
 // one of three finished in half the time of the others.
 var claim = redis.NewScript(quotaNow + `
 local blind, nk = tonumber(ARGV[2]), "n:" .. ARGV[3]
+redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", now - tonumber(ARGV[5]))
+local inflight = redis.call("ZCARD", KEYS[2])
 if known and now < reset then
 	local all = redis.call("HGETALL", KEYS[1])
 	local mine, least, active = 0, nil, 1
@@ -234,16 +248,17 @@ if known and now < reset then
 	end
 	local room = rem - inflight
 	local fair = room > 0 and (least == nil or mine - least < math.max(math.floor(room / active), 1))
-	if not fair or (not exact and inflight > 0) then
+	if not fair or (not exact and redis.call("ZCOUNT", KEYS[2], now - tonumber(ARGV[6]), "+inf") > 0) then
 		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. now)
 		redis.call("PEXPIRE", KEYS[1], ARGV[1])
 		return {0, now + blind, 0}
 	end
 	redis.call("HSET", KEYS[1], nk, reset .. ":" .. (mine + 1) .. ":" .. now)
 end
-redis.call("HINCRBY", KEYS[1], "inflight", 1)
 local seq = redis.call("HINCRBY", KEYS[1], "seq", 1)
+redis.call("ZADD", KEYS[2], now, seq)
 redis.call("PEXPIRE", KEYS[1], ARGV[1])
+redis.call("PEXPIRE", KEYS[2], ARGV[1])
 return {seq, 0, 0}`)
 
 // asking is how long a store that claimed counts as still asking: longer
@@ -259,7 +274,8 @@ const blind = 20 * time.Millisecond
 func (s *FeedbackStore) Claim(ctx context.Context, key string) (throttle.Grant, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota")}, feedbackTTL, blind.Milliseconds(), s.id, asking.Milliseconds()).Int64Slice()
+	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota"), s.key(key, "wire")}, feedbackTTL, blind.Milliseconds(),
+		s.id, asking.Milliseconds(), wireFor.Milliseconds(), blindFor.Milliseconds()).Int64Slice()
 	if err != nil {
 		return throttle.Grant{}, s.unavailable(err)
 	}
@@ -275,7 +291,7 @@ func (s *FeedbackStore) Claim(ctx context.Context, key string) (throttle.Grant, 
 // settle: ARGV claim (0: none), known (0/1), remaining, reset ms, TTL ms.
 var settle = redis.NewScript(quotaNow + `
 local c, sk, srem, sreset = tonumber(ARGV[1]), ARGV[2] == "1", tonumber(ARGV[3]), tonumber(ARGV[4])
-if c > 0 then inflight = math.max(inflight - 1, 0) end
+if c > 0 then redis.call("ZREM", KEYS[2], c) end
 if sk then
 	if not known or sreset > reset then
 		known, rem, reset, exact = true, srem, sreset, c > 0
@@ -283,7 +299,7 @@ if sk then
 		rem, exact = math.min(rem, srem), exact or c > 0
 	end
 end
-redis.call("HSET", KEYS[1], "k", known and "1" or "0", "rem", rem, "reset", reset, "inflight", inflight, "x", exact and "1" or "0")
+redis.call("HSET", KEYS[1], "k", known and "1" or "0", "rem", rem, "reset", reset, "x", exact and "1" or "0")
 redis.call("PEXPIRE", KEYS[1], ARGV[5])
 return 1`)
 
@@ -295,7 +311,7 @@ func (s *FeedbackStore) Settle(ctx context.Context, key string, g throttle.Grant
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	return s.unavailable(settle.Run(ctx, s.client, []string{s.key(key, "quota")},
+	return s.unavailable(settle.Run(ctx, s.client, []string{s.key(key, "quota"), s.key(key, "wire")},
 		g.Seq, known, q.Remaining, reset, feedbackTTL).Err())
 }
 
