@@ -160,8 +160,21 @@ func (s *FeedbackStore) inForce(ctx context.Context) ([]throttle.Notice, error) 
 }
 
 // probe takes the lease KEYS[1] for ARGV[1] for ARGV[2] ms unless another
-// holds it; it answers 0, or the ms the other's lease has left.
+// holds it; it answers 0, or the ms the other's lease has left. A store
+// (ARGV[3]) whose Transport asks counts as asking (for ARGV[4] ms) for the
+// shared quota KEYS[2] (see claim): one that lost the election waits for the probe's
+// outcome, and must not lose its turn meanwhile.
 var probe = redis.NewScript(`
+local nk = "n:" .. ARGV[3]
+local w = redis.call("HGET", KEYS[2], nk)
+if w then
+	local r, plus, c = string.match(w, "^(%d+)(%+?):(%d+):")
+	if r then
+		local t = redis.call("TIME")
+		local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+		redis.call("HSET", KEYS[2], nk, r .. plus .. ":" .. c .. ":" .. (now + tonumber(ARGV[4])) .. ":w")
+	end
+end
 local v = redis.call("GET", KEYS[1])
 if v and v ~= ARGV[1] then return math.max(redis.call("PTTL", KEYS[1]), 1) end
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
@@ -171,7 +184,7 @@ return 0`)
 func (s *FeedbackStore) Probe(ctx context.Context, key, id string, lease time.Duration) (time.Time, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	ms, err := probe.Run(ctx, s.client, []string{s.key(key, "probe")}, id, max(lease.Milliseconds(), 1)).Int64()
+	ms, err := probe.Run(ctx, s.client, []string{s.key(key, "probe"), s.key(key, "quota")}, id, max(lease.Milliseconds(), 1), s.id, asking.Milliseconds()).Int64()
 	if err != nil || ms == 0 {
 		return time.Time{}, s.unavailable(err)
 	}
@@ -210,14 +223,21 @@ const (
 //
 // Claims are fair between the stores (the processes) sharing a quota: each
 // store's claims in the window are counted (field "n:" .. id: the window's
-// reset, the count, when it last asked), and a store may be ahead of the
-// least served of the stores still asking (in the last ARGV[4] ms: a
-// Transport that lost a probe's election asks again within throttle's
-// probeRecheck, 250 ms; one told nothing remains counts as asking at the
-// reset) by at most its equal part of what remains. When room is
-// plenty, nobody waits; when it is scarce, the claims go round. Without
-// it, the processes whose answers come back first claim again first, and
-// one of three finished in half the time of the others.
+// reset, the count, and until when it counts as asking: ARGV[4] ms after a
+// probe election (a Transport that lost one waits up to throttle's
+// probeRecheck, 250 ms, without asking), five blind intervals after a
+// refusal (it asks again after one) and past the reset when told nothing
+// remains, three after an admission (a store with nothing more to send
+// stops holding the others back at once);
+// claims made after a reset, before an answer tells the new window, are
+// counted as "<old reset>+" and count in the new one). A store may be
+// ahead of the least served of the stores still asking by at most its
+// equal part of what remains: when room is plenty nobody is held, and as
+// it shrinks the claims go round; the last two per store asking go to
+// whoever asks (a permit a waiting store does not take in time would be
+// lost to the whole fleet until the reset). Without it, the processes whose answers
+// come back first claim again first, and one of three finished in half
+// the time of the others.
 var claim = redis.NewScript(quotaNow + `
 local blind, nk = tonumber(ARGV[2]), "n:" .. ARGV[3]
 redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", now - tonumber(ARGV[5]))
@@ -228,14 +248,14 @@ if known and now < reset then
 	for i = 1, #all, 2 do
 		local f = all[i]
 		if string.sub(f, 1, 2) == "n:" then
-			local r, c, last = string.match(all[i + 1], "^(%d+):(%d+):(%d+)$")
-			r, c, last = tonumber(r), tonumber(c), tonumber(last)
-			if r ~= reset then c = 0 end
+			local r, plus, c, till = string.match(all[i + 1], "^(%d+)(%+?):(%d+):(%d+)")
+			r, c, till = tonumber(r), tonumber(c), tonumber(till)
+			if not r or (plus == "" and r ~= reset) or (plus == "+" and r >= reset) then c = 0 end
 			if f == nk then
 				mine = c
-			elseif not last or last < now - tonumber(ARGV[4]) then
+			elseif not till or till < now - tonumber(ARGV[4]) then
 				redis.call("HDEL", KEYS[1], f)
-			else
+			elseif till >= now then
 				active = active + 1
 				if least == nil or c < least then least = c end
 			end
@@ -243,17 +263,27 @@ if known and now < reset then
 	end
 	if rem <= 0 then
 		-- it asks again at the reset: it counts as asking until then
-		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. reset)
+		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. reset .. ":w")
 		return {0, reset, 1}
 	end
 	local room = rem - inflight
-	local fair = room > 0 and (least == nil or mine - least < math.max(math.floor(room / active), 1))
+	local fair = room > 0 and (least == nil or room <= 2 * active or mine - least < math.floor(room / active))
 	if not fair or (not exact and redis.call("ZCOUNT", KEYS[2], now - tonumber(ARGV[6]), "+inf") > 0) then
-		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. now)
+		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. (now + 5 * blind) .. ":w")
 		redis.call("PEXPIRE", KEYS[1], ARGV[1])
 		return {0, now + blind, 0}
 	end
-	redis.call("HSET", KEYS[1], nk, reset .. ":" .. (mine + 1) .. ":" .. now)
+	redis.call("HSET", KEYS[1], nk, reset .. ":" .. (mine + 1) .. ":" .. (now + 3 * blind) .. ":a")
+else
+	-- claims past the reset, before an answer tells the new window: they
+	-- count in it
+	local w = redis.call("HGET", KEYS[1], nk)
+	local c = 0
+	if w then
+		local r, plus, n = string.match(w, "^(%d+)(%+?):(%d+):")
+		if plus == "+" and tonumber(r) == reset then c = tonumber(n) end
+	end
+	redis.call("HSET", KEYS[1], nk, reset .. "+:" .. (c + 1) .. ":" .. (now + 3 * blind) .. ":a")
 end
 local seq = redis.call("HINCRBY", KEYS[1], "seq", 1)
 redis.call("ZADD", KEYS[2], now, seq)
@@ -261,10 +291,10 @@ redis.call("PEXPIRE", KEYS[1], ARGV[1])
 redis.call("PEXPIRE", KEYS[2], ARGV[1])
 return {seq, 0, 0}`)
 
-// asking is how long a store that claimed counts as still asking: longer
-// than throttle's probeRecheck (250 ms), the longest a Transport of the
-// fleet waits without asking while another probes.
-const asking = 300 * time.Millisecond
+// asking is how long a store that claimed (or asked to probe) counts as
+// still asking: twice throttle's probeRecheck (250 ms), the longest a
+// Transport of the fleet waits without asking while another probes.
+const asking = 500 * time.Millisecond
 
 // blind is throttle's: how long a claim waits for the answers of the
 // claims on the wire.
