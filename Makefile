@@ -9,12 +9,18 @@ FUZZTIME   ?= 10s
 # library's module requires none of Prometheus, OpenTelemetry, gRPC).
 MODULES    = metrics/throttleprom metrics/throttleotel cmd/ratelimitd grpcthrottle
 
-.PHONY: test bench fuzz lint demo demo-fleet service redis-server proxies
+.PHONY: test bench fuzz lint demo demo-fleet service redis-server proxies toxiproxy
+
+# The Redis fault suite (repository/redisrepo's TestToxiproxy) runs a real
+# Toxiproxy between the library and redis-server, built from its Go module
+# (tests only; not a dependency of any module here).
+TOXIPROXY_VERSION = v2.5.0
+TOXIPROXY         = $(CURDIR)/bin/toxiproxy-server
 
 # vet + the race-enabled, shuffled test suite of the library (the Redis
 # suites included: they start their own redis-server processes and may not
 # skip), then the benchmark module's own vet and (non-benchmark) tests.
-test: redis-server proxies
+test: redis-server proxies toxiproxy
 	$(GO) vet ./...
 	@if $(GO) list -deps . ./limiters ./server ./headers ./keyextract ./repository | grep -q 'redis/go-redis'; then \
 		echo "go-redis is imported by a package that must not import it"; exit 1; fi
@@ -22,7 +28,7 @@ test: redis-server proxies
 		echo "the library's module must not import Prometheus (metrics/throttleprom does)"; exit 1; fi
 	@if grep -q 'google.golang.org/grpc' go.mod; then \
 		echo "the library's module must not require gRPC (grpcthrottle does)"; exit 1; fi
-	THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...
+	THROTTLE_TOXIPROXY=$(TOXIPROXY) THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...
 	@set -e; for m in $(MODULES); do \
 		(cd $$m && $(GO) vet ./... && THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...); \
 	done
@@ -85,3 +91,10 @@ proxies:
 		{ apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	@test bench/realservers/node_modules/.package-lock.json -nt bench/realservers/package-lock.json || \
 		(cd bench/realservers && npm ci --no-audit --no-fund --loglevel=error)
+
+# toxiproxy-server, built once into bin/ from its Go module at a pinned
+# version (the tests build it themselves when THROTTLE_TOXIPROXY is unset).
+toxiproxy:
+	@test -x $(TOXIPROXY) || { mkdir -p $(CURDIR)/bin/.toxiproxy && \
+		GOBIN=$(CURDIR)/bin/.toxiproxy GOFLAGS= $(GO) install github.com/Shopify/toxiproxy/v2/cmd/server@$(TOXIPROXY_VERSION) && \
+		mv $(CURDIR)/bin/.toxiproxy/server $(TOXIPROXY) && rmdir $(CURDIR)/bin/.toxiproxy; }

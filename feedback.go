@@ -23,6 +23,9 @@ import (
 // to the store. When a call fails, the Transport goes on with what it
 // learned itself and tells its observer (EventStoreUnavailable).
 //
+// A Transport that joins during a pause honours it: Subscribe tells it of
+// the pauses in force.
+//
 // NewMemoryFeedbackStore shares within one process;
 // redisrepo.NewFeedbackStore shares across processes: pass one to
 // WithFeedbackStore. The methods below are for those who implement a
@@ -55,8 +58,9 @@ type FeedbackStore interface {
 	// count only falls, so the least said holds.
 	Settle(ctx context.Context, key string, g feedbackstore.Grant, q feedbackstore.SharedQuota) error
 	// Subscribe calls f with every Pause and Resume of any Transport
-	// sharing the store (its own too), until stop is called. f must not
-	// block.
+	// sharing the store (its own too), until stop is called, having first
+	// called it with the pauses in force (so that a Transport that joins
+	// during a pause honours it). f must not block.
 	Subscribe(f func(feedbackstore.Notice)) (stop func())
 }
 
@@ -246,6 +250,7 @@ func (g *gate) resumeShared() {
 type memoryFeedbackStore struct {
 	mu      sync.Mutex
 	probes  map[string]lease
+	pauses  map[string]time.Time // the pauses in force, told to a new subscriber
 	quotas  map[string]*sharedQuota
 	subs    map[int]func(feedbackstore.Notice)
 	next    int
@@ -256,7 +261,7 @@ type memoryFeedbackStore struct {
 // survived the last sweep, the leases that ran out and the quotas whose
 // reset passed with no claim on the wire. s.mu must be held.
 func (s *memoryFeedbackStore) sweep(now time.Time) {
-	if len(s.probes)+len(s.quotas) < max(s.sweepAt, maxIdleGates) {
+	if len(s.probes)+len(s.quotas)+len(s.pauses) < max(s.sweepAt, maxIdleGates) {
 		return
 	}
 	for k, l := range s.probes {
@@ -264,12 +269,17 @@ func (s *memoryFeedbackStore) sweep(now time.Time) {
 			delete(s.probes, k)
 		}
 	}
+	for k, until := range s.pauses {
+		if !now.Before(until) {
+			delete(s.pauses, k)
+		}
+	}
 	for k, q := range s.quotas {
 		if q.inflight == 0 && !now.Before(q.Reset) {
 			delete(s.quotas, k)
 		}
 	}
-	s.sweepAt = 2 * (len(s.probes) + len(s.quotas))
+	s.sweepAt = 2 * (len(s.probes) + len(s.quotas) + len(s.pauses))
 }
 
 type lease struct {
@@ -336,6 +346,7 @@ func (q *sharedQuota) settle(claim int64, sq feedbackstore.SharedQuota) {
 func NewMemoryFeedbackStore() FeedbackStore {
 	return &memoryFeedbackStore{
 		probes: make(map[string]lease),
+		pauses: make(map[string]time.Time),
 		quotas: make(map[string]*sharedQuota),
 		subs:   make(map[int]func(feedbackstore.Notice)),
 	}
@@ -348,6 +359,7 @@ func (s *memoryFeedbackStore) Pause(_ context.Context, key, id string, until tim
 	s.mu.Lock()
 	s.sweep(time.Now())
 	s.probes[key] = lease{id: id, until: until}
+	s.pauses[key] = until
 	s.mu.Unlock()
 	s.publish(feedbackstore.Notice{Key: key, Until: until})
 	return nil
@@ -359,6 +371,7 @@ func (s *memoryFeedbackStore) Resume(_ context.Context, key, id string) error {
 	if s.probes[key].id == id {
 		delete(s.probes, key)
 	}
+	delete(s.pauses, key)
 	s.mu.Unlock()
 	s.publish(feedbackstore.Notice{Key: key})
 	return nil
@@ -414,13 +427,24 @@ func (s *memoryFeedbackStore) Settle(_ context.Context, key string, g feedbackst
 	return nil
 }
 
-// Subscribe implements FeedbackStore.
+// Subscribe implements FeedbackStore. f hears first of the pauses in
+// force, so that a Transport that joins during a pause honours it.
 func (s *memoryFeedbackStore) Subscribe(f func(feedbackstore.Notice)) (stop func()) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	id := s.next
 	s.next++
 	s.subs[id] = f
+	now := time.Now()
+	var force []feedbackstore.Notice
+	for k, until := range s.pauses {
+		if now.Before(until) {
+			force = append(force, feedbackstore.Notice{Key: k, Until: until})
+		}
+	}
+	s.mu.Unlock()
+	for _, n := range force {
+		f(n)
+	}
 	return func() {
 		s.mu.Lock()
 		delete(s.subs, id)

@@ -36,9 +36,13 @@ import (
 //	ours-gcra         redisrepo.New(gcra).TryAcquire (batched into pipelines)
 //	ours-sliding      redisrepo.New(sliding_window).TryAcquire
 //	ours-gcra-cancellable  ours-gcra with a cancellable context, as a request's:
-//	                  every call then goes through the batcher's sender
-//	                  (the others pass context.Background, which lets a lone
-//	                  call make its own round trip)
+//	                  a lone call makes its own round trip on the caller's
+//	                  goroutine, bounded by its deadline on the socket (the
+//	                  others pass context.Background)
+//	ours-gcra-cancellable-plain  the same through a client built as the docs
+//	                  build it (redis.NewClient(&redis.Options{Addr: …}),
+//	                  ContextTimeoutEnabled false): redisrepo makes its own
+//	                  client from its options, which honours deadlines
 //	ours-gcra-leases  ours-gcra in lease mode (WithLeases(100ms)): decisions
 //	                  local within this process's share, leased from Redis;
 //	                  every key leased and its share's burst refilled first
@@ -99,6 +103,16 @@ var redisImpls = []redisImpl{
 	{"ours-gcra-cancellable", 1, func(b *testing.B, c *redis.Client) func(context.Context, string) error {
 		check := ours(limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 1e6, Rate: limiters.PerSecond(1e6)})(b, c)
 		ctx, cancel := context.WithCancel(context.Background()) // as a request's context is
+		b.Cleanup(cancel)
+		return func(_ context.Context, key string) error { return check(ctx, key) }
+	}},
+	{"ours-gcra-cancellable-plain", 1, func(b *testing.B, c *redis.Client) func(context.Context, string) error {
+		// the client as redisrepo's documentation builds it: go-redis's
+		// defaults, whose reads ignore contexts
+		plain := redis.NewClient(&redis.Options{Addr: c.Options().Addr})
+		b.Cleanup(func() { plain.Close() })
+		check := ours(limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 1e6, Rate: limiters.PerSecond(1e6)})(b, plain)
+		ctx, cancel := context.WithCancel(context.Background())
 		b.Cleanup(cancel)
 		return func(_ context.Context, key string) error { return check(ctx, key) }
 	}},

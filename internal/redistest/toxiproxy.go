@@ -151,7 +151,7 @@ func (tp *Toxiproxy) do(method, path string, body, out any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -165,6 +165,9 @@ func (tp *Toxiproxy) do(method, path string, body, out any) error {
 	}
 	return nil
 }
+
+// apiClient keeps no idle connection (and so no goroutine) to the API.
+var apiClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 // Proxy is one proxy of a Toxiproxy: Addr forwards to the upstream.
 type Proxy struct {

@@ -257,8 +257,12 @@ func hashTag(key string) string {
 func (b *batcher) exec(parent context.Context, batch []*call) {
 	r := b.r
 	begin := time.Now()
-	ctx, cancel := context.WithTimeout(parent, r.cfg.timeout)
-	defer cancel()
+	ctx := parent
+	if dl, ok := parent.Deadline(); !ok || dl.Sub(begin) > r.cfg.timeout {
+		var cancel context.CancelFunc // a timer: only when the caller's deadline is later
+		ctx, cancel = context.WithTimeout(parent, r.cfg.timeout)
+		defer cancel()
+	}
 	_, err := r.cb.Execute(func() (struct{}, error) {
 		groups := b.groups(batch)
 		cmds := make([]*redis.Cmd, len(groups))

@@ -37,6 +37,13 @@ func deadlineClient(c redis.UniversalClient) (rc redis.UniversalClient, w *dialW
 		}
 		cp := *o
 		cp.ContextTimeoutEnabled = true
+		// The client wrote its push processor (RESP3 notifications) into
+		// its options: ours makes its own, and a config of its own.
+		cp.PushNotificationProcessor = nil
+		if o.MaintNotificationsConfig != nil {
+			mc := *o.MaintNotificationsConfig
+			cp.MaintNotificationsConfig = &mc
+		}
 		nc := redis.NewClient(&cp)
 		w = &dialWatch{}
 		nc.AddHook(w)
@@ -48,6 +55,11 @@ func deadlineClient(c redis.UniversalClient) (rc redis.UniversalClient, w *dialW
 		}
 		cp := *o
 		cp.ContextTimeoutEnabled = true
+		cp.PushNotificationProcessor = nil
+		if o.MaintNotificationsConfig != nil {
+			mc := *o.MaintNotificationsConfig
+			cp.MaintNotificationsConfig = &mc
+		}
 		return redis.NewClusterClient(&cp), nil, true, true
 	}
 	return c, nil, false, false

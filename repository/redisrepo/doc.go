@@ -22,8 +22,15 @@
 // fractions as package limiters keeps them, so nothing drifts; the
 // Decisions are those the local limiter of the same Spec would return,
 // durations rounded up to the microsecond. A rate's period and a window
-// must therefore be whole microseconds, and New refuses specs whose
-// arithmetic would not stay exact (beyond decades of burst).
+// must therefore be whole microseconds. Lua's numbers are doubles, exact
+// below 2^53: the window algorithms keep the sliding window's products of
+// a count and a duration in two limbs, so every window spec up to a limit
+// of 2^31−1 over about 50 days (1,000,000 an hour, 100,000 a day, 10^9 over
+// 31 days) decides exactly as the local limiter (TestDifferentialLarge);
+// the bucket algorithms are exact for every rate from one per 31 days to
+// 10^6 per second whose burst refills within about 71 years (burst ×
+// interval below 2^51 µs), and New refuses a bucket beyond that with an
+// error that says so.
 //
 // NewChain decides several limits of one key (10/s and 1000/day and 5 in
 // flight) all or nothing in the same round trip.
@@ -65,13 +72,29 @@
 // one pipeline); TryAcquireMany sends a slice of tries and peeks that way in
 // a round trip of its own. Tries and peeks of a lone GCRA limit whose interval is a
 // whole number of microseconds, or of a lone sliding window, take a
-// shorter script that writes the state only when a grant changes it. A
-// call returns as soon as its ctx is done, and waits at most WithTimeout
-// for Redis, whatever the client's settings. With
-// ContextTimeoutEnabled: true on the client (so that go-redis bounds its
-// reads by the context's deadline), a call whose ctx can never be cancelled
-// (context.Background) that finds nothing in flight makes its round trip on
-// its own goroutine, saving the hand-off to the sender.
+// shorter script that writes the state only when a grant changes it.
+//
+// # Deadlines, whatever the client's settings
+//
+// Every round trip ends at its caller's deadline or after WithTimeout,
+// whichever comes first, and a late answer is a failure (ErrUnavailable,
+// "timeout"): calls, lease renewals and the FeedbackStore's calls alike.
+// go-redis bounds a socket read by the context's deadline only with
+// ContextTimeoutEnabled: true; with its defaults (as
+// redis.NewClient(&redis.Options{Addr: …}) builds it) a read waits out
+// ReadTimeout (3s) and retries, whatever the context says. So when the
+// client does not honour contexts, the repository makes a client of its
+// own from the client's options (the same addresses, credentials, TLS and
+// dialer — a failover client's follows its sentinels — and a pool of its
+// own) with ContextTimeoutEnabled set; hooks added to your client do not
+// see its commands. We recommend ContextTimeoutEnabled: true on the client
+// you pass: the repository then uses it as it is (its hooks see every
+// command, and no second pool is opened). A call that finds nothing in
+// flight makes its round trip on its own goroutine (no hand-off to the
+// sender, whatever its ctx); a cancellation without a deadline is noticed
+// when that round trip ends, at most WithTimeout later. Calls that arrive
+// while a round trip is in flight wait for the sender, and return the
+// moment their ctx is done.
 //
 // # Lease mode
 //
@@ -102,8 +125,14 @@
 // parts (a small one counted over a longer period). Decisions
 // describe the process's share (Limit is its burst); a call may take at
 // most that burst, and Acquire retries when the share allows or changes,
-// not in FIFO order across processes. While renewals fail, a process keeps
-// its share until its lease would have expired; then the fail mode decides.
+// not in FIFO order across processes. A lease ends on our clock a lease's
+// life (three refreshes) after its last answered renewal was sent — never
+// later than Redis ends it — whether or not a renewal is in flight: from
+// then on the process has no share (its calls are refused with RetryAfter
+// the refresh) until a renewal answers, and once a renewal has failed, the
+// fail mode decides. A renewer starved of CPU for longer than a lease's
+// life loses its share for that long; refresh intervals of 100ms or more
+// leave room for that.
 // TestLeasesBound, TestLeasesFair and TestLeasesExpiry check these bounds,
 // and BenchmarkRedis (bench/) measures the speed.
 //
@@ -138,7 +167,16 @@
 // ErrUnavailable; FailOpen admits; FailLocal decides with a local limiter of
 // the same spec divided by WithReplicas. WithObserver hears of each, and of
 // every breaker state change; BreakerState reports it. Service resumes by
-// itself when Redis answers again. A value someone else wrote at one of our
+// itself when Redis answers again. The breaker counts what callers
+// experienced: a round trip that failed or ended at its deadline is a
+// failure; one whose caller cancelled it counts as neither. The errors
+// say what happened — "redisrepo: redis unavailable: connection refused:
+// …", "timeout: no reply within 1s", "connection reset", "authentication
+// failed", "script error", "circuit breaker open" — and wrap both
+// ErrUnavailable and the cause. TestToxiproxy holds all of this, and the
+// FeedbackStore, to account through a real Toxiproxy: latency with
+// jitter, a black hole, reset connections, replies sliced and throttled,
+// Redis down and unreachable at start. A value someone else wrote at one of our
 // keys is an error wrapping ErrForeignValue, never an admit.
 //
 // # What a fleet of Transports learns
@@ -148,8 +186,13 @@
 // on the channel prefix+"feedback"), elect one prober after each pause (a
 // lease key per partition, SET PX) and claim a window quota the server
 // reports before each request (a hash per partition, one script per claim
-// and per answer, time from TIME). Its keys are hash-tagged on the
-// partition and expire 15 minutes after their last write.
+// and per answer, time from TIME). Claims are fair between the processes
+// sharing a quota: when room is scarce they go round (three processes
+// sharing one quota finish within 20% of each other). The pauses in force
+// are kept in a sorted set (prefix+"pauses"), so a Transport that joins
+// during a pause (a new replica) honours it. Every call ends within the
+// store's WithTimeout (1s). Its keys are hash-tagged on the partition
+// and expire 15 minutes after their last write.
 //
 // # Cluster
 //

@@ -2,6 +2,7 @@ package redisrepo
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -43,6 +44,7 @@ type FeedbackStore struct {
 	channel string
 	pauses  string
 	timeout time.Duration
+	id      string // names this store (its process) in the claims' queue
 
 	mu     sync.Mutex
 	subs   map[int]func(feedbackstore.Notice)
@@ -64,7 +66,7 @@ func NewFeedbackStore(client redis.UniversalClient, opts ...Option) *FeedbackSto
 	applyOptions(&cfg, opts)
 	rc, dials, own, _ := deadlineClient(client)
 	return &FeedbackStore{client: rc, own: own, dials: dials, prefix: cfg.prefix, channel: cfg.prefix + "feedback",
-		pauses: cfg.prefix + "pauses", timeout: cfg.timeout, subs: make(map[int]func(feedbackstore.Notice))}
+		pauses: cfg.prefix + "pauses", timeout: cfg.timeout, id: rand.Text()[:12], subs: make(map[int]func(feedbackstore.Notice))}
 }
 
 // bound is ctx bounded by the store's timeout.
@@ -160,8 +162,21 @@ func (s *FeedbackStore) inForce(ctx context.Context) ([]feedbackstore.Notice, er
 }
 
 // probe takes the lease KEYS[1] for ARGV[1] for ARGV[2] ms unless another
-// holds it; it answers 0, or the ms the other's lease has left.
+// holds it; it answers 0, or the ms the other's lease has left. A store
+// (ARGV[3]) whose Transport asks counts as asking (for ARGV[4] ms) for the
+// shared quota KEYS[2] (see claim): one that lost the election waits for the probe's
+// outcome, and must not lose its turn meanwhile.
 var probe = redis.NewScript(`
+local nk = "n:" .. ARGV[3]
+local w = redis.call("HGET", KEYS[2], nk)
+if w then
+	local r, plus, c = string.match(w, "^(%d+)(%+?):(%d+):")
+	if r then
+		local t = redis.call("TIME")
+		local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+		redis.call("HSET", KEYS[2], nk, r .. plus .. ":" .. c .. ":" .. (now + tonumber(ARGV[4])) .. ":w")
+	end
+end
 local v = redis.call("GET", KEYS[1])
 if v and v ~= ARGV[1] then return math.max(redis.call("PTTL", KEYS[1]), 1) end
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
@@ -171,7 +186,7 @@ return 0`)
 func (s *FeedbackStore) Probe(ctx context.Context, key, id string, lease time.Duration) (time.Time, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	ms, err := probe.Run(ctx, s.client, []string{s.key(key, "probe")}, id, max(lease.Milliseconds(), 1)).Int64()
+	ms, err := probe.Run(ctx, s.client, []string{s.key(key, "probe"), s.key(key, "quota")}, id, max(lease.Milliseconds(), 1), s.id, asking.Milliseconds()).Int64()
 	if err != nil || ms == 0 {
 		return time.Time{}, s.unavailable(err)
 	}
@@ -179,29 +194,109 @@ func (s *FeedbackStore) Probe(ctx context.Context, key, id string, lease time.Du
 }
 
 // A shared quota is the hash KEYS[1]: k (1: known), rem (the least the
-// window's answers said remains), reset (ms), seq (claims so far),
-// inflight (claims on the wire), x (1: a claim's answer was heard in the
-// window). Times are Redis TIME's. The rules are throttle's
-// MemoryFeedbackStore's.
+// window's answers said remains), reset (ms), seq (claims so far), x (1: a
+// claim's answer was heard in the window); and the sorted set KEYS[2] of
+// the claims on the wire, each scored by when it was made. Times are Redis
+// TIME's. The rules are throttle's MemoryFeedbackStore's, with one more: a
+// claim whose answer never came (its Claim's reply was lost, or its Settle
+// failed, while Redis was unwell) must not hold the fleet back for good.
+// So a claim counts as on the wire for at most wireFor, and it holds back
+// the claims that wait for a claimed answer (the quota known only from
+// unclaimed answers) for at most blindFor.
 const quotaNow = `
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local q = redis.call("HMGET", KEYS[1], "k", "rem", "reset", "inflight", "x")
-local known, exact = q[1] == "1", q[5] == "1"
-local rem, reset, inflight = tonumber(q[2]) or 0, tonumber(q[3]) or 0, tonumber(q[4]) or 0
+local q = redis.call("HMGET", KEYS[1], "k", "rem", "reset", "x")
+local known, exact = q[1] == "1", q[4] == "1"
+local rem, reset = tonumber(q[2]) or 0, tonumber(q[3]) or 0
 `
 
+// wireFor is the longest a claim counts as on the wire without its answer;
+// blindFor the longest it holds back claims that wait for a claimed answer.
+const (
+	wireFor  = 30 * time.Second
+	blindFor = 500 * time.Millisecond
+)
+
 // claim answers {seq, 0} when admitted; {0, ms, 1} when nothing remains
-// until the reset ms; {0, ms, 0} to ask again at ms.
+// until the reset ms; {0, ms, 0} to ask again at ms. ARGV: TTL ms, blind
+// ms, the claiming store's id, how long a store that asked counts as
+// asking (ms), wireFor and blindFor (ms).
+//
+// Claims are fair between the stores (the processes) sharing a quota: each
+// store's claims in the window are counted (field "n:" .. id: the window's
+// reset, the count, and until when it counts as asking: ARGV[4] ms after a
+// probe election (a Transport that lost one waits up to throttle's
+// probeRecheck, 250 ms, without asking), five blind intervals after a
+// refusal (it asks again after one) and past the reset when told nothing
+// remains, three after an admission (a store with nothing more to send
+// stops holding the others back at once);
+// claims made after a reset, before an answer tells the new window, are
+// counted as "<old reset>+" and count in the new one). A store may be
+// ahead of the least served of the stores still asking by at most its
+// equal part of what remains: when room is plenty nobody is held, and as
+// it shrinks the claims go round; the last two per store asking go to
+// whoever asks (a permit a waiting store does not take in time would be
+// lost to the whole fleet until the reset). Without it, the processes whose answers
+// come back first claim again first, and one of three finished in half
+// the time of the others.
 var claim = redis.NewScript(quotaNow + `
+local blind, nk = tonumber(ARGV[2]), "n:" .. ARGV[3]
+redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", now - tonumber(ARGV[5]))
+local inflight = redis.call("ZCARD", KEYS[2])
 if known and now < reset then
-	if rem <= 0 then return {0, reset, 1} end
-	if rem - inflight <= 0 or (not exact and inflight > 0) then return {0, now + tonumber(ARGV[2]), 0} end
+	local all = redis.call("HGETALL", KEYS[1])
+	local mine, least, active = 0, nil, 1
+	for i = 1, #all, 2 do
+		local f = all[i]
+		if string.sub(f, 1, 2) == "n:" then
+			local r, plus, c, till = string.match(all[i + 1], "^(%d+)(%+?):(%d+):(%d+)")
+			r, c, till = tonumber(r), tonumber(c), tonumber(till)
+			if not r or (plus == "" and r ~= reset) or (plus == "+" and r >= reset) then c = 0 end
+			if f == nk then
+				mine = c
+			elseif not till or till < now - tonumber(ARGV[4]) then
+				redis.call("HDEL", KEYS[1], f)
+			elseif till >= now then
+				active = active + 1
+				if least == nil or c < least then least = c end
+			end
+		end
+	end
+	if rem <= 0 then
+		-- it asks again at the reset: it counts as asking until then
+		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. reset .. ":w")
+		return {0, reset, 1}
+	end
+	local room = rem - inflight
+	local fair = room > 0 and (least == nil or room <= 2 * active or mine - least < math.floor(room / active))
+	if not fair or (not exact and redis.call("ZCOUNT", KEYS[2], now - tonumber(ARGV[6]), "+inf") > 0) then
+		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. (now + 5 * blind) .. ":w")
+		redis.call("PEXPIRE", KEYS[1], ARGV[1])
+		return {0, now + blind, 0}
+	end
+	redis.call("HSET", KEYS[1], nk, reset .. ":" .. (mine + 1) .. ":" .. (now + 3 * blind) .. ":a")
+else
+	-- claims past the reset, before an answer tells the new window: they
+	-- count in it
+	local w = redis.call("HGET", KEYS[1], nk)
+	local c = 0
+	if w then
+		local r, plus, n = string.match(w, "^(%d+)(%+?):(%d+):")
+		if plus == "+" and tonumber(r) == reset then c = tonumber(n) end
+	end
+	redis.call("HSET", KEYS[1], nk, reset .. "+:" .. (c + 1) .. ":" .. (now + 3 * blind) .. ":a")
 end
-redis.call("HINCRBY", KEYS[1], "inflight", 1)
 local seq = redis.call("HINCRBY", KEYS[1], "seq", 1)
+redis.call("ZADD", KEYS[2], now, seq)
 redis.call("PEXPIRE", KEYS[1], ARGV[1])
+redis.call("PEXPIRE", KEYS[2], ARGV[1])
 return {seq, 0, 0}`)
+
+// asking is how long a store that claimed (or asked to probe) counts as
+// still asking: twice throttle's probeRecheck (250 ms), the longest a
+// Transport of the fleet waits without asking while another probes.
+const asking = 500 * time.Millisecond
 
 // blind is throttle's: how long a claim waits for the answers of the
 // claims on the wire.
@@ -211,7 +306,8 @@ const blind = 20 * time.Millisecond
 func (s *FeedbackStore) Claim(ctx context.Context, key string) (feedbackstore.Grant, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota")}, feedbackTTL, blind.Milliseconds()).Int64Slice()
+	v, err := claim.Run(ctx, s.client, []string{s.key(key, "quota"), s.key(key, "wire")}, feedbackTTL, blind.Milliseconds(),
+		s.id, asking.Milliseconds(), wireFor.Milliseconds(), blindFor.Milliseconds()).Int64Slice()
 	if err != nil {
 		return feedbackstore.Grant{}, s.unavailable(err)
 	}
@@ -227,7 +323,7 @@ func (s *FeedbackStore) Claim(ctx context.Context, key string) (feedbackstore.Gr
 // settle: ARGV claim (0: none), known (0/1), remaining, reset ms, TTL ms.
 var settle = redis.NewScript(quotaNow + `
 local c, sk, srem, sreset = tonumber(ARGV[1]), ARGV[2] == "1", tonumber(ARGV[3]), tonumber(ARGV[4])
-if c > 0 then inflight = math.max(inflight - 1, 0) end
+if c > 0 then redis.call("ZREM", KEYS[2], c) end
 if sk then
 	if not known or sreset > reset then
 		known, rem, reset, exact = true, srem, sreset, c > 0
@@ -235,7 +331,7 @@ if sk then
 		rem, exact = math.min(rem, srem), exact or c > 0
 	end
 end
-redis.call("HSET", KEYS[1], "k", known and "1" or "0", "rem", rem, "reset", reset, "inflight", inflight, "x", exact and "1" or "0")
+redis.call("HSET", KEYS[1], "k", known and "1" or "0", "rem", rem, "reset", reset, "x", exact and "1" or "0")
 redis.call("PEXPIRE", KEYS[1], ARGV[5])
 return 1`)
 
@@ -247,7 +343,7 @@ func (s *FeedbackStore) Settle(ctx context.Context, key string, g feedbackstore.
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	return s.unavailable(settle.Run(ctx, s.client, []string{s.key(key, "quota")},
+	return s.unavailable(settle.Run(ctx, s.client, []string{s.key(key, "quota"), s.key(key, "wire")},
 		g.Seq, known, q.Remaining, reset, feedbackTTL).Err())
 }
 

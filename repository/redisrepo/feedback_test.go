@@ -261,3 +261,75 @@ func TestFeedbackStoreContract(t *testing.T) {
 	defer fs.Close()
 	feedbacktest.Contract(t, fs, 5*time.Millisecond)
 }
+
+// TestFeedbackStoreLateJoiner: a Transport created (with its own client
+// and store: a new replica of the fleet) while another's pause is in force
+// honours it: its first request reaches the server only once the pause
+// ends, not at once.
+func TestFeedbackStoreLateJoiner(t *testing.T) {
+	s := redistest.Start(t)
+	var mu sync.Mutex
+	var refusedAt time.Time
+	var arrivals []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refusedAt.IsZero() {
+			refusedAt = time.Now()
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		arrivals = append(arrivals, time.Now())
+	}))
+	defer srv.Close()
+	first := fleetOf(t, s, 1)[0]
+	require.Equal(t, http.StatusTooManyRequests, send(t, first, srv.URL, "k"))
+	time.Sleep(100 * time.Millisecond)
+	late := fleetOf(t, s, 1)[0]
+	assert.Equal(t, http.StatusOK, send(t, late, srv.URL, "k"))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, arrivals, 1)
+	waited := arrivals[0].Sub(refusedAt)
+	t.Logf("the late joiner's first request reached the server %v after the 429 (Retry-After: 2)", waited.Round(time.Millisecond))
+	assert.GreaterOrEqual(t, waited, 2*time.Second-50*time.Millisecond, "the late joiner did not honour the pause in force")
+}
+
+// TestFeedbackStoreFairShares: three processes (each a Transport with its
+// own client and store, five goroutines each) sharing one quota through the
+// store each send 120 requests: they finish within 20% of each other.
+func TestFeedbackStoreFairShares(t *testing.T) {
+	s := redistest.Start(t)
+	q := apisim.NewQuota(60, time.Second, "X-API-Key")
+	srv := httptest.NewServer(q)
+	defer srv.Close()
+	ts := fleetOf(t, s, 3)
+	const each = 120
+	start := time.Now()
+	took := make([]time.Duration, len(ts))
+	var all sync.WaitGroup
+	for i, tr := range ts {
+		all.Go(func() {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range 5 {
+				wg.Go(func() {
+					for next.Add(1) <= each {
+						for tries := 0; send(t, tr, srv.URL, "key") != http.StatusOK; tries++ {
+							if !assert.Less(t, tries, 100) {
+								return
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			took[i] = time.Since(start)
+		})
+	}
+	all.Wait()
+	t.Logf("3 processes × %d requests at 60/s through one quota: finished after %v; %d refused", each, took, q.Snapshot().Refused)
+	lo, hi := slices.Min(took), slices.Max(took)
+	assert.LessOrEqual(t, float64(hi), 1.2*float64(lo), "the processes' shares are not fair")
+}

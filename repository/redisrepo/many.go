@@ -23,8 +23,8 @@ type Call struct {
 // of other callers in flight. Decisions and errors are TryAcquire's, the
 // fail mode included, index for index. In lease mode each call is decided
 // locally, as TryAcquire decides it. It returns within WithTimeout per
-// round trip; ctx bounds it too when the client honours contexts
-// (ContextTimeoutEnabled). After Close every call fails with
+// round trip, or at ctx's deadline if sooner, whatever the client's
+// settings (see the package documentation). After Close every call fails with
 // limiters.ErrClosed. A negative N panics, as TryAcquire does.
 func (r *Repository) TryAcquireMany(ctx context.Context, calls []Call) ([]limiters.Decision, []error) {
 	ds := make([]limiters.Decision, len(calls))
