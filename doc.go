@@ -32,6 +32,13 @@
 // partition its own (repository.NewMemory, or any repository.Repository);
 // with neither, only the servers' feedback paces the client.
 //
+// What a partition learnt of its servers is kept for at most
+// WithMaxPartitions partitions (default DefaultMaxPartitions, 16384): past
+// that, the least recently used partition with nothing queued or in flight
+// and no pause in force is forgotten, and partitions whose servers' limits
+// have all reset are swept as requests go on, so a crawler calling millions
+// of hosts holds a bounded heap.
+//
 // A concurrency permit (limiters.NewConcurrency, or any limiter for which
 // limiters.HoldsPermits is true) is held until the response body is closed
 // or read to EOF, and at most for WithPermitLease after the response

@@ -442,11 +442,12 @@ func projectCopy[S any, P interface {
 // the state the algorithm will be in once the waiters up to last are
 // granted, each at its due time, and when last is.
 type projection[S any] struct {
-	q    *waitq.Queue
-	gen  uint64 // q.Gen() when it was true
-	last *waiter
-	t    int64
-	s    S
+	q      *waitq.Queue
+	gen    uint64 // q.Gen() when it was true
+	last   *waiter
+	t      int64
+	s      S
+	beyond bool // the waiters up to last are granted past the clock's range
 }
 
 // projectCached is projectCopy for a queue's whole run of waiters, kept up
@@ -474,7 +475,11 @@ func projectCached[S any, P interface {
 	case c.q == ahead.q && c.gen == ahead.q.Gen() && c.last != nil && c.last.Queued() && c.t >= now:
 		from = c.last.Next() // nil when nobody joined since
 	default: // from the state now
-		c.q, c.gen, c.s, c.t, from = ahead.q, ahead.q.Gen(), clone(s), now, ahead.first
+		c.q, c.gen, c.s, c.t, c.beyond, from = ahead.q, ahead.q.Gen(), clone(s), now, false, ahead.first
+	}
+	if c.beyond { // past the clock's range already: later waiters are too
+		c.last = ahead.last
+		return never
 	}
 	p := P(&c.s)
 	for w := from; w != nil; w = w.Next() {
@@ -484,7 +489,7 @@ func projectCached[S any, P interface {
 		}
 		d := p.wait(c.t, w.N)
 		if d >= never-c.t {
-			c.last = nil
+			c.beyond, c.last = true, ahead.last
 			return never
 		}
 		c.t += d

@@ -46,9 +46,9 @@ func deepLimiters() []struct {
 		{"gcra", func() Limiter { return NewGCRA(PerHour(1), 1) }},
 		{"token_bucket", func() Limiter { return NewTokenBucket(PerHour(1), 1) }},
 		{"leaky_bucket", func() Limiter { return NewLeakyBucket(PerHour(1), 1<<30) }},
-		{"fixed_window", func() Limiter { return NewFixedWindow(1, 24*time.Hour) }},
-		{"sliding_window", func() Limiter { return NewSlidingWindow(1, 24*time.Hour) }},
-		{"sliding_log", func() Limiter { return NewSlidingLog(1, 24*time.Hour) }},
+		{"fixed_window", func() Limiter { return NewFixedWindow(1, time.Hour) }},
+		{"sliding_window", func() Limiter { return NewSlidingWindow(1, time.Hour) }},
+		{"sliding_log", func() Limiter { return NewSlidingLog(1, time.Hour) }},
 		{"concurrency", func() Limiter { return NewConcurrency(1) }},
 	}
 }
@@ -73,6 +73,10 @@ func queueDeep(tb testing.TB, l Limiter, w int) {
 	if got := l.Stats().Queued; got != w {
 		tb.Fatalf("queued %d waiters, want %d", got, w)
 	}
+	// Waiters that queue one by one are projected one by one (an Acquire
+	// with a deadline projects the queue it joins); these were pushed
+	// behind the limiter's back, so a first call projects them all.
+	l.TryAcquire(1)
 }
 
 // BenchmarkDeepQueue: what a denied TryAcquire, an Acquire whose deadline
@@ -96,8 +100,9 @@ func BenchmarkDeepQueue(b *testing.B) {
 				l.Close()
 				continue
 			}
-			// Every turn here is a day or more away (a window, or an hour for
-			// an hourly permit, per waiter ahead).
+			// Every turn here is more than half an hour away (a window of
+			// an hour, or an hour for an hourly permit, per waiter ahead, and
+			// the newcomer's own).
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			hi := WithPriority(ctx, 10)
 			b.Run(fmt.Sprintf("%s/deadline/W=%d", a.name, w), func(b *testing.B) {

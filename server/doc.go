@@ -71,7 +71,8 @@
 // patterns ("POST /api/ask", "GET /items/{id}"; the most specific wins) with
 // a per-plan default; several limits per rule at once (10/min and 1000/day
 // and 5 in flight); cost caps charged a per-request cost ([WithCapCost]:
-// LLM tokens, money); allow and block lists of addresses and prefixes; and
+// LLM tokens, money); allow and block lists of addresses and prefixes, of
+// any length (prefix tables; long lists from files or [WithBlockList]); and
 // per rule an [Action]: [Block] (429), [Delay] (hold the request until a
 // permit frees, up to a bound) or [Shadow] (admit, but report it as would-be
 // rejected). Policies are Go values ([PolicyConfig], [NewPolicy]) or files

@@ -31,6 +31,7 @@ import (
 //	default_plan: free
 //	allow: ["10.0.0.0/8"]        # bypass every limit
 //	block: ["203.0.113.7"]       # 403
+//	block_file: blocked.txt      # more, one a line, any number (ReadPrefixes)
 //	max_keys: 1000000
 //	plans:
 //	  free:

@@ -38,6 +38,9 @@ plans:
       "POST /slow":
         limits:
           - {algorithm: gcra, rate: 20/s, limit: 1}
+      "POST /slower":
+        limits:
+          - {algorithm: gcra, rate: 1/m, limit: 1}
 `
 
 // counts counts the requests to each path.
@@ -143,14 +146,19 @@ func TestAcquireWaits(t *testing.T) {
 	// 20/s with a burst of 1: the third grant comes 100ms after the first.
 	assert.GreaterOrEqual(t, time.Since(start), 90*time.Millisecond)
 
-	short, cancel2 := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	// A minute's wait and a deadline 5 s away (room for the round trip on
+	// a loaded machine; 5 ms was not): refused at once.
+	slower := newClient(t, url, ratelimitd.WithEndpoint("POST /slower"))
+	short, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
-	require.NoError(t, c.Acquire(context.Background(), "v", 1))
-	err := c.Acquire(short, "v", 1)
+	require.NoError(t, slower.Acquire(context.Background(), "v", 1))
+	begin := time.Now()
+	err := slower.Acquire(short, "v", 1)
 	var re *limiters.RejectedError
 	require.ErrorAs(t, err, &re, "the wait would pass the deadline: refused at once")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Positive(t, re.RetryAfter)
+	assert.Greater(t, re.RetryAfter, 50*time.Second)
+	assert.Less(t, time.Since(begin), 5*time.Second, "refused before the deadline")
 
 	assert.ErrorIs(t, c.Acquire(ctx, "v", 2), limiters.ErrExceedsLimit)
 }
