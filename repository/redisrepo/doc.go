@@ -29,7 +29,7 @@
 // 31 days) decides exactly as the local limiter (TestDifferentialLarge);
 // the bucket algorithms are exact for every rate from one per 31 days to
 // 10^6 per second whose burst refills within about 71 years (burst ×
-// interval below 2^51 µs), and New refuses a bucket beyond that with an
+// interval below 2^51 microseconds), and New refuses a bucket beyond that with an
 // error that says so.
 //
 // NewChain decides several limits of one key (10/s and 1000/day and 5 in
