@@ -44,9 +44,9 @@ type gate struct {
 	// or an empty quota asks for (pause), the pace its refusals teach
 	// when it advertises no quota that explains them (refusals, aimd.go),
 	// and where in their second its whole-second resets fall (whole.go).
-	quotas    [maxQuotas]quota
-	nq        int   // quotas[:nq] are in use; a slot keeps its name for good
-	ver       int64 // answers with quotas applied so far
+	quotas    []quota // made with the first; a slot keeps its name for good
+	nq        int     // len(quotas), at most maxQuotas
+	ver       int64   // answers with quotas applied so far
 	pz        pause
 	rf        refusals
 	ws        wholeSecond
@@ -798,10 +798,9 @@ func (g *gate) slot(name string) *quota {
 	if g.nq == maxQuotas {
 		return nil
 	}
+	g.quotas = append(g.quotas, quota{name: name, limit: -1}) // most servers report one or two
 	g.nq++
-	q := &g.quotas[g.nq-1]
-	*q = quota{name: name, limit: -1}
-	return q
+	return &g.quotas[g.nq-1]
 }
 
 func minTime(a, b time.Time) time.Time {
