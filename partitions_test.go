@@ -142,3 +142,38 @@ func TestManyHostsHeap(t *testing.T) {
 	assert.Less(t, live, uint64(300<<20))
 	runtime.KeepAlive(tr)
 }
+
+// TestDeepGateQueue: requests queued behind a paused partition with
+// WithMaxWait cost the same at any depth (the turn is counted, not walked):
+// 30,000 queue quickly (before issue 21, ~10 s of CPU). Under the race
+// detector, whose goroutine limit is 8,128, 5,000.
+func TestDeepGateQueue(t *testing.T) {
+	n := 30_000
+	if raceEnabled {
+		n = 5_000
+	}
+	rt := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusTooManyRequests, Body: http.NoBody, Request: req,
+			Header: http.Header{"Retry-After": {"3600"}}}, nil
+	})
+	tr := NewTransport(rt, WithMaxWait(2*time.Hour))
+	trip(t, tr, "http://paused.test/") // the answer pauses the partition for an hour
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			resp, err := tr.RoundTrip(mustReq(t, "http://paused.test/", nil))
+			if err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	for tr.Stats().Queued < n && time.Since(start) < time.Minute {
+		time.Sleep(time.Millisecond) // polls an outcome, with a bound
+	}
+	took := time.Since(start)
+	t.Logf("%d requests queued behind a pause in %v", n, took)
+	assert.Equal(t, n, tr.Stats().Queued, "all queued within a minute")
+	tr.Close() // fails them with ErrClosed
+	wg.Wait()
+}

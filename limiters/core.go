@@ -475,7 +475,7 @@ func projectCached[S any, P interface {
 	case c.q == ahead.q && c.gen == ahead.q.Gen() && c.last != nil && c.last.Queued() && c.t >= now:
 		from = c.last.Next() // nil when nobody joined since
 	default: // from the state now
-		c.q, c.gen, c.s, c.t, c.beyond, from = ahead.q, ahead.q.Gen(), clone(s), now, false, ahead.first
+		c.q, c.gen, c.s, c.t, c.beyond, c.last, from = ahead.q, ahead.q.Gen(), clone(s), now, false, nil, ahead.first
 	}
 	if c.beyond { // past the clock's range already: later waiters are too
 		c.last = ahead.last

@@ -23,19 +23,36 @@ type entry struct {
 // A plain map[string]*entry would spend 24 bytes per slot on the key's string
 // header and the pointer; this table spends 8, because the key lives in the
 // entry. Every method requires that s.mu is held.
+//
+// The table grows without a stall: a new table twice the size takes every
+// insert at once, and the old one's entries move over a few at each insert
+// and removal (migrate) — done long before the new table fills — while
+// lookups look in both.
 type shard struct {
 	mu    sync.Mutex
 	slots []*entry // len is 0 or a power of two
-	n     int
-	head  *entry // most recently used
-	tail  *entry // least recently used
-	hand  *entry // where the idle sweep resumes; nil means at the tail
+	old   []*entry // the table slots replaced, while its entries move; else nil
+	moved int      // old[:moved] have moved (or were tombs)
+	n     int      // entries in slots and old together
+	head  *entry   // most recently used
+	tail  *entry   // least recently used
+	hand  *entry   // where the idle sweep resumes; nil means at the tail
 	// debt counts, per key, the permits that were held when the key's
 	// limiter was forgotten by Reset or Reconfigure: their Release must
 	// not reach the key's new limiter. nil until needed.
 	debt map[string]int
 	_    [64]byte
 }
+
+// tomb marks a slot of the old table whose entry moved or was removed: a
+// lookup goes past it (the probe runs of the old table stay whole).
+var tomb = new(entry)
+
+// migrateStep is how many slots of the old table each insert and removal
+// moves: the old table holds len/2 slots' worth of the new one's capacity,
+// and the new one takes 3/8 of its length in inserts before it must grow
+// again, so at 4 a slot the move is over long before.
+const migrateStep = 4
 
 // find returns the entry for key, whose hash is h, or nil.
 func (s *shard) find(h uint64, key string) *entry {
@@ -46,9 +63,22 @@ func (s *shard) find(h uint64, key string) *entry {
 	for i := h & mask; ; i = (i + 1) & mask {
 		e := s.slots[i]
 		if e == nil {
-			return nil
+			break
 		}
 		if e.hash == uint32(h) && e.key == key {
+			return e
+		}
+	}
+	if s.old == nil {
+		return nil
+	}
+	mask = uint64(len(s.old) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		e := s.old[i]
+		if e == nil {
+			return nil
+		}
+		if e != tomb && e.hash == uint32(h) && e.key == key {
 			return e
 		}
 	}
@@ -56,8 +86,9 @@ func (s *shard) find(h uint64, key string) *entry {
 
 // add inserts e, which must not be present, as the most recently used.
 func (s *shard) add(e *entry) {
+	s.migrate(migrateStep)
 	if (s.n+1)*4 > len(s.slots)*3 {
-		s.resize(max(2*len(s.slots), 8))
+		s.grow()
 	}
 	s.place(e)
 	s.n++
@@ -67,7 +98,7 @@ func (s *shard) add(e *entry) {
 func (s *shard) place(e *entry) { s.slots[s.probe(e.hash, nil)] = e }
 
 // probe returns the first slot holding x in the probe run that starts at
-// the home slot of hash: a free slot when x is nil.
+// the home slot of hash: a free slot when x is nil. x must be there.
 func (s *shard) probe(hash uint32, x *entry) uint32 {
 	mask := uint32(len(s.slots) - 1)
 	i := hash & mask
@@ -77,7 +108,40 @@ func (s *shard) probe(hash uint32, x *entry) uint32 {
 	return i
 }
 
+// grow starts moving to a table twice the size (finishing a move still
+// under way first: it cannot be, as migrateStep is chosen, but a table
+// built by a resize can be fuller).
+func (s *shard) grow() {
+	s.migrate(len(s.old))
+	if s.n == 0 {
+		s.slots = make([]*entry, max(2*len(s.slots), 8))
+		return
+	}
+	s.old, s.moved = s.slots, 0
+	s.slots = make([]*entry, 2*len(s.old))
+}
+
+// migrate moves the entries of up to k more slots of the old table.
+func (s *shard) migrate(k int) {
+	if s.old == nil {
+		return
+	}
+	for ; k > 0 && s.moved < len(s.old); k-- {
+		if e := s.old[s.moved]; e != nil && e != tomb {
+			s.place(e)
+			s.old[s.moved] = tomb
+		}
+		s.moved++
+	}
+	if s.moved == len(s.old) {
+		s.old, s.moved = nil, 0
+	}
+}
+
+// resize rebuilds the table at size at once (shrinking: rare, and on a
+// table mostly empty).
 func (s *shard) resize(size int) {
+	s.migrate(len(s.old))
 	old := s.slots
 	s.slots = make([]*entry, size)
 	for _, e := range old {
@@ -89,8 +153,32 @@ func (s *shard) resize(size int) {
 
 // remove deletes e, which must be present.
 func (s *shard) remove(e *entry) {
+	if !s.removeFrom(e) { // still in the old table
+		mask := uint32(len(s.old) - 1)
+		i := e.hash & mask
+		for s.old[i] != e {
+			i = (i + 1) & mask
+		}
+		s.old[i] = tomb
+	}
+	s.n--
+	s.unlink(e)
+	s.migrate(migrateStep)
+	if l := len(s.slots); s.old == nil && l > 8 && s.n*8 < l {
+		s.resize(l / 2)
+	}
+}
+
+// removeFrom takes e out of the current table, if it is there.
+func (s *shard) removeFrom(e *entry) bool {
 	mask := uint32(len(s.slots) - 1)
-	i := s.probe(e.hash, e)
+	i := e.hash & mask
+	for s.slots[i] != e {
+		if s.slots[i] == nil {
+			return false
+		}
+		i = (i + 1) & mask
+	}
 	// Backward-shift deletion: move later entries of the probe run into
 	// the hole unless that would put them before their home slot.
 	for j := (i + 1) & mask; s.slots[j] != nil; j = (j + 1) & mask {
@@ -101,11 +189,7 @@ func (s *shard) remove(e *entry) {
 		}
 	}
 	s.slots[i] = nil
-	s.n--
-	s.unlink(e)
-	if l := len(s.slots); l > 8 && s.n*8 < l {
-		s.resize(l / 2)
-	}
+	return true
 }
 
 func (s *shard) pushFront(e *entry) {
@@ -144,7 +228,7 @@ func (s *shard) moveToFront(e *entry) {
 
 // reset forgets every entry.
 func (s *shard) reset() {
-	s.slots, s.n = nil, 0
+	s.slots, s.old, s.moved, s.n = nil, nil, 0, 0
 	s.head, s.tail, s.hand = nil, nil, nil
 	s.debt = nil
 }

@@ -71,3 +71,40 @@ func checkShard(t *testing.T, s *shard, want map[string]*entry, hashOf func(stri
 	require.Equal(t, len(want), n, "LRU list length")
 	require.LessOrEqual(t, 4*s.n, 3*len(s.slots), "load ≤ 3/4")
 }
+
+// TestShardGrowsWithoutStall: growing moves the old table's entries a few
+// slots at each insert, and the move is over before the table must grow
+// again; lookups find every key meanwhile.
+func TestShardGrowsWithoutStall(t *testing.T) {
+	var s shard
+	var es []*entry
+	grew := 0
+	for i := range 100_000 {
+		if (s.n+1)*4 > len(s.slots)*3 {
+			require.Nil(t, s.old, "insert %d: a move still under way when the table must grow", i)
+			grew++
+		}
+		k := strconv.Itoa(i)
+		e := &entry{key: k, hash: uint32(i * 2654435761)}
+		s.add(e)
+		es = append(es, e)
+		if s.old != nil {
+			require.LessOrEqual(t, s.moved, migrateStep*(i+1), "insert %d", i)
+		}
+		if i%997 == 0 {
+			for _, e := range es[max(len(es)-3000, 0):] {
+				if e != nil {
+					require.Same(t, e, s.find(uint64(e.hash), e.key))
+				}
+			}
+		}
+		if i%3 == 0 && i > 0 { // removals move entries too
+			x := es[i/3]
+			require.Same(t, x, s.find(uint64(x.hash), x.key))
+			s.remove(x)
+			es[i/3] = nil
+			require.Nil(t, s.find(uint64(x.hash), x.key))
+		}
+	}
+	assert.Greater(t, grew, 10)
+}
