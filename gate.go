@@ -70,11 +70,13 @@ type pause struct {
 // explains them: the pace (aimd) and what it is measured over.
 type refusals struct {
 	pace       aimd
-	resumed    time.Time // when the last pause ended
-	ok         int       // successful responses since resumed
-	answered   int64     // answers learned from so far
-	waveStatus int       // the status of the first refusal, while the pace's wave is pending
-	beside     bool      // pace was learnt beside quotas, from refusals they did not explain
+	resumed    time.Time     // when the last pause ended
+	ok         int           // successful responses since resumed
+	answered   int64         // answers learned from so far
+	waveStatus int           // the status of the first refusal, while the pace's wave is pending
+	beside     bool          // pace was learnt beside quotas, from refusals they did not explain
+	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
+	owedWait   time.Duration // that wait
 }
 
 // gwaiter is a request waiting at the gate: its declared costs, and the
@@ -134,6 +136,16 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			g.pz.until = now.Add(min(hold, g.maxPause))
 			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: g.rf.waveStatus})
 			return false
+		}
+		if !g.rf.owed.IsZero() {
+			// A refusal that asked for a wait and taught no pace, as no
+			// success had been counted when it came back: the answers of
+			// the wave it ended have been counted since.
+			if g.rf.ok > 0 && g.rf.pace.step == 0 {
+				g.rf.pace.measured(min(g.rf.owed.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause), g.rf.owedWait)
+				g.rf.beside = g.hasQuotas()
+			}
+			g.rf.owed = time.Time{}
 		}
 		g.pz.on = false
 		g.rf.resumed, g.rf.ok = now, 0
@@ -587,6 +599,12 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 		if d > 0 {
 			until := now.Add(min(d, g.maxPause))
+			if fresh && !a.far.any() && g.rf.ok == 0 && g.rf.pace.step == 0 && !g.rf.resumed.IsZero() && g.unexplained() {
+				// No success counted yet (answers that come back together
+				// are counted in any order): the pace is set when the
+				// pause ends, from what the wave got through (advance).
+				g.rf.owed, g.rf.owedWait = until, d
+			}
 			if fresh && !a.far.any() && g.rf.ok > 0 && !g.rf.resumed.IsZero() && g.unexplained() {
 				// A limit the server does not advertise: pace the
 				// partition, starting from how many requests the server
