@@ -18,6 +18,8 @@ test: redis-server proxies
 		echo "go-redis is imported by a package that must not import it"; exit 1; fi
 	@if $(GO) list -deps ./... | grep -q 'prometheus'; then \
 		echo "the library's module must not import Prometheus (metrics/throttleprom does)"; exit 1; fi
+	@if $(GO) list -deps $$($(GO) list ./... | grep -v -e /internal/testutil/ -e /cmd/) | grep -q 'internal/testutil'; then \
+		echo "a library package imports internal/testutil (test-only helpers)"; exit 1; fi
 	THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...
 	@set -e; for m in $(MODULES); do \
 		(cd $$m && $(GO) vet ./... && THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...); \
