@@ -28,6 +28,8 @@ test: redis-server proxies toxiproxy
 		echo "the library's module must not import Prometheus (metrics/throttleprom does)"; exit 1; fi
 	@if grep -q 'google.golang.org/grpc' go.mod; then \
 		echo "the library's module must not require gRPC (grpcthrottle does)"; exit 1; fi
+	@if $(GO) list -deps $$($(GO) list ./... | grep -v -e /internal/testutil/ -e /cmd/) | grep -q 'internal/testutil'; then \
+		echo "a library package imports internal/testutil (test-only helpers)"; exit 1; fi
 	THROTTLE_TOXIPROXY=$(TOXIPROXY) THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...
 	@set -e; for m in $(MODULES); do \
 		(cd $$m && $(GO) vet ./... && THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...); \

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttle"
-	"github.com/throttlekit/throttle/internal/apisim"
+	"github.com/throttlekit/throttle/internal/testutil/apisim"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository"
 )

@@ -5,11 +5,11 @@ import (
 	"testing/synctest"
 
 	"github.com/throttlekit/throttle"
-	"github.com/throttlekit/throttle/internal/feedbacktest"
+	"github.com/throttlekit/throttle/internal/testutil/feedbacktest"
 )
 
 // TestMemoryFeedbackStore holds the in-memory store to the contract every
-// store keeps (internal/feedbacktest): one probe lease at a time, held
+// store keeps (internal/testutil/feedbacktest): one probe lease at a time, held
 // through a pause, given up by its holder's Resume or by time; claims
 // bounded by the least the server said remains less the claims on the
 // wire, refused for 20 ms while only claims on the wire hold them; a new

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/throttlekit/throttle/internal/apisim"
+	"github.com/throttlekit/throttle/internal/testutil/apisim"
 	"github.com/throttlekit/throttle/limiters"
 )
 

@@ -9,14 +9,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/throttlekit/throttle/internal/apisim"
+	"github.com/throttlekit/throttle/internal/testutil/apisim"
 )
 
 // snapshotter is what every apisim simulator can say of what it saw.
 type snapshotter interface{ Snapshot() apisim.Stats }
 
 // TestHeaderlessServers holds the Transport, against each header-less or
-// misreporting simulator of internal/apisim at 10 requests a second, to the
+// misreporting simulator of internal/testutil/apisim at 10 requests a second, to the
 // bound of issue 11: 10 goroutines, 200 successful requests, at most 10
 // refusals in all and at most 1.15× the ideal time (fake time).
 func TestHeaderlessServers(t *testing.T) {

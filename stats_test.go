@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/throttlekit/throttle/internal/apisim"
+	"github.com/throttlekit/throttle/internal/testutil/apisim"
 )
 
 // TestStatsCountsQueuedAndPaused: a partition paused by a 429 with

@@ -22,7 +22,7 @@ import (
 
 	"github.com/throttlekit/throttle"
 	"github.com/throttlekit/throttle/headers"
-	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/internal/testutil/redistest"
 )
 
 // --- Interop: the Transport against real rate-limiting servers from npm ---

@@ -16,7 +16,7 @@ import (
 	ulule "github.com/ulule/limiter/v3"
 	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
-	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/internal/testutil/redistest"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository/redisrepo"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 
-	"github.com/throttlekit/throttle/internal/racectx"
+	"github.com/throttlekit/throttle/internal/testutil/racectx"
 	"github.com/throttlekit/throttle/limiters"
 )
 

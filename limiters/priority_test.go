@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/throttlekit/throttle/internal/racectx"
+	"github.com/throttlekit/throttle/internal/testutil/racectx"
 	"github.com/throttlekit/throttle/limiters"
 )
 

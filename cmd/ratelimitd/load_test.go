@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/internal/testutil/redistest"
 )
 
 var loadN = flag.Int("load", 0, "TestLoad: checks per run (0: a short smoke run of 2000)")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttle"
-	"github.com/throttlekit/throttle/internal/apisim"
+	"github.com/throttlekit/throttle/internal/testutil/apisim"
 )
 
 // The LLM round's API: per client, 100 requests and 5,000 tokens per 5 s,

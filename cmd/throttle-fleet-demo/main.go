@@ -2,7 +2,7 @@
 // a fleet of processes behind one API key.
 //
 // It starts a redis-server on a free loopback port and a limited API on
-// another (internal/apisim's Quota: 100 requests a second per API key,
+// another (internal/testutil/apisim's Quota: 100 requests a second per API key,
 // X-RateLimit-* headers, 429 with Retry-After past the limit), then runs
 // two rounds of the same workload: four worker processes (this program,
 // run again with THROTTLE_FLEET_WORKER=1), each with its own
@@ -37,8 +37,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/throttlekit/throttle"
-	"github.com/throttlekit/throttle/internal/apisim"
-	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/internal/testutil/apisim"
+	"github.com/throttlekit/throttle/internal/testutil/redistest"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/repository/redisrepo"
 )

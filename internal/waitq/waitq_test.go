@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/throttlekit/throttle/internal/racectx"
+	"github.com/throttlekit/throttle/internal/testutil/racectx"
 	"github.com/throttlekit/throttle/internal/waitq"
 )
 

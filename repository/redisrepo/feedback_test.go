@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/throttlekit/throttle"
-	"github.com/throttlekit/throttle/internal/apisim"
-	"github.com/throttlekit/throttle/internal/feedbacktest"
-	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/internal/testutil/apisim"
+	"github.com/throttlekit/throttle/internal/testutil/feedbacktest"
+	"github.com/throttlekit/throttle/internal/testutil/redistest"
 	"github.com/throttlekit/throttle/keyextract"
 )
 
@@ -151,7 +151,7 @@ func TestFeedbackStoreOneRefusalPerPause(t *testing.T) {
 
 // TestFeedbackStoreSharesAQuota: eight Transports × ten goroutines, each
 // Transport with its own Redis client, spend 500 requests of a quota of
-// 100 a second (internal/apisim's Quota) in at most 1.5× the ideal time
+// 100 a second (internal/testutil/apisim's Quota) in at most 1.5× the ideal time
 // (1.04× quiet; 1.17× on 2 cores beside two CPU-bound processes),
 // refused a handful of times at most (10: most runs see 0, a loaded
 // machine under -race has shown 6); alone, each Transport spends what
@@ -253,7 +253,7 @@ func TestFeedbackStoreRedisDown(t *testing.T) {
 }
 
 // TestFeedbackStoreContract holds the Redis store to the contract every
-// store keeps (internal/feedbacktest), its clock Redis's.
+// store keeps (internal/testutil/feedbacktest), its clock Redis's.
 func TestFeedbackStoreContract(t *testing.T) {
 	require.Equal(t, feedbacktest.Blind, blind)
 	s := redistest.Start(t)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttlekit/throttle/internal/redistest"
+	"github.com/throttlekit/throttle/internal/testutil/redistest"
 	"github.com/throttlekit/throttle/limiters"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/throttlekit/throttle/internal/racectx"
+	"github.com/throttlekit/throttle/internal/testutil/racectx"
 )
 
 func TestGrantFirst(t *testing.T) {
