@@ -730,6 +730,9 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		if !a.refill {
 			reset = g.ws.resetFor(s, now)
 			if s.Remaining == 0 {
+				// The server's reset has passed while nothing remains:
+				// resetFor's answer is when to probe again, a guess.
+				guessed = !s.Reset.IsZero() && !s.Reset.After(now)
 				if reset.IsZero() {
 					if !a.far.reset {
 						continue

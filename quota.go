@@ -386,8 +386,12 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	switch {
 	case next, q.guessed && !guessed:
 		q.reset, q.guessed = reset, guessed
-	case guessed == q.guessed && reset.Before(q.reset):
+	case !guessed && !q.guessed && reset.Before(q.reset):
 		q.reset = reset
+	case guessed && reset.After(q.reset):
+		// Guesses (a reset that passed while units remained, a probe
+		// time while none do) bound nothing: the later holds, "not yet".
+		q.reset, q.guessed = reset, true
 	}
 	q.known = true
 	q.said = s.Reset
@@ -411,6 +415,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 type span struct {
 	openSent, openAt time.Time     // the current window's first request: sent, answered; zero if unknown
 	lo, hi           time.Duration // the length is more than lo and at most hi (hi 0: unknown)
+	down             bool          // bounds crossed: resets are not read as rounded up
 }
 
 // spanGain is how much earlier than the server's reset span's guess must
@@ -440,11 +445,14 @@ func (p *span) learn(next, first bool, sent, reset, now time.Time) {
 	case !p.openAt.IsZero() && !sent.IsZero():
 		p.lo = max(p.lo, sent.Sub(p.openAt))
 	}
-	if !reset.IsZero() && !p.openSent.IsZero() {
+	if !reset.IsZero() && !p.openSent.IsZero() && !p.down {
 		p.bound(reset.Sub(p.openSent))
 	}
 	if p.hi != 0 && p.lo >= p.hi {
-		p.hi = 0
+		// Crossed: the resets are rounded down, or the windows do not
+		// start at a request. Resets bound nothing from now on; only the
+		// windows themselves do.
+		p.hi, p.down = 0, true
 	}
 }
 

@@ -202,7 +202,11 @@ func TestWindowsAtEveryPhase(t *testing.T) {
 	servers := []server{
 		{name: "from-first-request", n: 200, ideal: 9 * time.Second, max429: 3, ratio: 1.25, start: fixed(true)},
 		{name: "on-the-clock", n: 200, ideal: 9 * time.Second, max429: 2, ratio: 1.2, start: fixed(false)},
-		{name: "sliding", n: 120, ideal: 6 * time.Second, max429: 3, ratio: 1.4, start: func() (http.Handler, func() int) {
+		// (1.405× at the worst phase since guessed resets — a reset that
+		// passed while units remained, a probe time — take the later
+		// again: sethvargo's windows, whose written reset is a second
+		// early, were probed and refused twice a window without it.)
+		{name: "sliding", n: 120, ideal: 6 * time.Second, max429: 3, ratio: 1.45, start: func() (http.Handler, func() int) {
 			srv := apisim.NewSlidingWindow(20, time.Second)
 			srv.Origin = time.Now()
 			return srv, func() int { return int(srv.Snapshot().Refused) }
