@@ -142,8 +142,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			// success had been counted when it came back: the answers of
 			// the wave it ended have been counted since.
 			if g.rf.ok > 0 && g.rf.pace.step == 0 {
-				g.rf.pace.measured(min(g.rf.owed.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause), g.rf.owedWait)
-				g.rf.beside = g.hasQuotas()
+				g.startPace(g.rf.owed, g.rf.owedWait)
 			}
 			g.rf.owed = time.Time{}
 		}
@@ -596,35 +595,9 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		g.learnQuotas(tk, a, now)
 		if d > 0 {
 			g.tighten(a, now.Add(d))
-		}
-		if d > 0 {
 			until := now.Add(min(d, g.maxPause))
-			if fresh && !a.far.any() && g.rf.ok == 0 && g.rf.pace.step == 0 && !g.rf.resumed.IsZero() && g.unexplained() {
-				// No success counted yet (answers that come back together
-				// are counted in any order): the pace is set when the
-				// pause ends, from what the wave got through (advance).
-				g.rf.owed, g.rf.owedWait = until, d
-			}
-			if fresh && !a.far.any() && g.rf.ok > 0 && !g.rf.resumed.IsZero() && g.unexplained() {
-				// A limit the server does not advertise: pace the
-				// partition, starting from how many requests the server
-				// took between the last pause and this one, and search
-				// on from there (aimd). The Retry-After sets the pause,
-				// never the pace.
-				m := min(until.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause)
-				beside := g.hasQuotas()
-				switch {
-				case g.rf.pace.step == 0:
-					g.rf.pace.measured(m, d)
-				default:
-					g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
-					g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
-					g.rf.pace.penalty = d
-					if beside {
-						g.rf.pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
-					}
-				}
-				g.rf.beside = beside
+			if fresh && !a.far.any() && !g.rf.resumed.IsZero() && g.unexplained() {
+				g.teach(tk, until, d, now)
 			}
 			g.pauseUntil(until)
 			return g.pz.until
@@ -649,6 +622,39 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 	}
 	return g.learnQuotas(tk, a, now)
+}
+
+// teach lets a refusal that asked for a wait of d, until until, and that
+// no quota at zero explains — a limit the server does not advertise —
+// pace the partition, searched on from there (aimd): the Retry-After sets
+// the pause, never the pace. tk is the refused request's. g.mu must be
+// held.
+func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time) {
+	switch {
+	case g.rf.ok == 0 && g.rf.pace.step == 0:
+		// No success counted yet (answers that come back together are
+		// counted in any order): the pace is set when the pause ends,
+		// from what the wave got through (advance).
+		g.rf.owed, g.rf.owedWait = until, d
+	case g.rf.ok == 0:
+	case g.rf.pace.step == 0:
+		g.startPace(until, d)
+	default:
+		g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
+		g.rf.pace.penalty = d
+		if g.rf.beside = g.hasQuotas(); g.rf.beside {
+			g.rf.pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
+		}
+	}
+}
+
+// startPace starts the pace at how many requests the server took between
+// the last pause and until, the end of the wait of d a refusal asked for.
+// g.mu must be held.
+func (g *gate) startPace(until time.Time, d time.Duration) {
+	g.rf.pace.measured(min(until.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause), d)
+	g.rf.beside = g.hasQuotas()
 }
 
 // tighten brings the reset of each quota a refusal a says is at zero
