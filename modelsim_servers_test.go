@@ -663,3 +663,51 @@ func (k *koaRedisLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusTooManyRequests)
 	fmt.Fprintf(w, "Rate limit exceeded, retry in %d ms.", (reset*1000-time.Now().UnixMilli())|0)
 }
+
+// koaMemory mimics koa-ratelimit (v6) over its memory driver, as read from
+// its source: a fixed window per client that starts at the first request
+// after the last one expired (reset = that request's time + duration, in
+// epoch seconds with microseconds), counting down from max; a request that
+// finds remaining 0 is refused with Retry-After (reset − now) truncated
+// towards zero — 0 for a window of a second. With disableHeader it writes
+// nothing else; otherwise X-RateLimit-Remaining (remaining−1, 0 at
+// none), X-RateLimit-Reset (the fractional epoch seconds) and
+// X-RateLimit-Limit on every answer.
+type koaMemory struct {
+	max           int
+	duration      time.Duration
+	disableHeader bool
+
+	mu        sync.Mutex
+	reset     time.Time
+	remaining int
+}
+
+func (k *koaMemory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	k.mu.Lock()
+	now := time.Now().Truncate(time.Microsecond)
+	if k.reset.IsZero() || k.reset.Before(now) {
+		k.reset, k.remaining = now.Add(k.duration), k.max
+	} else {
+		k.remaining = max(k.remaining-1, 0)
+	}
+	remaining, reset := k.remaining, k.reset
+	k.mu.Unlock()
+	h := w.Header()
+	if !k.disableHeader {
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(max(remaining-1, 0)))
+		h.Set("X-RateLimit-Reset", strconv.FormatFloat(float64(reset.UnixMicro())/1e6, 'f', -1, 64))
+		h.Set("X-RateLimit-Limit", strconv.Itoa(k.max))
+	}
+	if remaining > 0 {
+		fmt.Fprint(w, "ok")
+		return
+	}
+	after := int64(reset.Sub(now) / time.Second) // (reset − now/1000)|0
+	h.Set("Retry-After", strconv.FormatInt(after, 10))
+	if after > 0 {
+		h.Set(askedWait, (time.Duration(after) * time.Second).String())
+	}
+	w.WriteHeader(http.StatusTooManyRequests)
+	fmt.Fprintf(w, "Rate limit exceeded, retry in %d ms.", reset.Sub(now).Milliseconds())
+}

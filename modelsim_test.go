@@ -206,6 +206,12 @@ func modelBehaviours() []modelBehaviour {
 		std("h/bare 429, epoch window", func(q simQuota) (http.Handler, func()) {
 			return &bareWindow{limit: q.n, window: q.window}, nil
 		}, idealEpochWindowed),
+		std("i/koa-ratelimit memory, disableHeader", func(q simQuota) (http.Handler, func()) {
+			return &koaMemory{max: q.n, duration: q.window, disableHeader: true}, nil
+		}, idealWindowed),
+		std("i/koa-ratelimit memory, headers", func(q simQuota) (http.Handler, func()) {
+			return &koaMemory{max: q.n, duration: q.window}, nil
+		}, idealWindowed),
 		std("i/koa-ratelimit redis sliding log, epoch resets rounded down", func(q simQuota) (http.Handler, func()) {
 			return &koaRedisLog{max: q.n, duration: q.window.Milliseconds()}, nil
 		}, idealWindowed),
