@@ -608,6 +608,12 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			return time.Time{}
 		}
 		hold := g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		if a.info.HasRetryAfter && hold > aimdSpan {
+			// "Retry-After: 0" (koa-ratelimit truncates the wait to whole
+			// seconds): the server says its window ends within the
+			// second, and puts no debt beyond it.
+			hold = aimdSpan
+		}
 		g.rf.waveStatus = a.status
 		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
 		g.pz.backoff = min(max(2*g.pz.backoff, g.rf.pace.step, hold), g.maxPause)
