@@ -143,29 +143,32 @@ func satMul(d time.Duration, k int) time.Duration {
 	return d * time.Duration(k)
 }
 
-// hold waits, for at most its holdSpan, for s's n permits when s refused
-// them only because a leaky bucket's slot is taken. held says the permits
-// were granted, and s.d is then what a peek says; a refusal (the queue is
-// full, or the request ended) leaves s as refused; err is the
+// hold waits for s's n permits when s refused them only because a leaky
+// bucket's slot is taken, and the turn of one more request (a peek, which
+// counts every waiter, a chain's too) is within holdSpan. The wait itself
+// has no deadline: a timer racing the waker at the end of a full queue
+// would refuse a request at its very slot, and the turn already bounds it
+// (a lone bucket's own queue limit bounds it exactly). held says the
+// permits were granted, and s.d is then what a peek says; a refusal (the
+// queue is full, or the request ended) leaves s as refused; err is the
 // repository's.
 func (s *stage) hold(ctx context.Context, caller string) (held bool, err error) {
 	span, ok := s.holdSpan(ctx, caller)
 	if !ok {
 		return false, nil
 	}
-	hctx := ctx
-	if span < math.MaxInt64/2 {
-		var cancel context.CancelFunc
-		hctx, cancel = context.WithTimeout(ctx, span)
-		defer cancel()
+	repo := s.set.repo
+	p, err := repo.TryAcquire(ctx, caller, 0)
+	if err != nil || p.RetryAfter > span {
+		return false, err
 	}
-	if err := s.set.repo.Acquire(hctx, caller, s.n); err != nil {
+	if err := repo.Acquire(ctx, caller, s.n); err != nil {
 		if waitRefusal(err) || errors.Is(err, limiters.ErrClosed) {
 			return false, nil
 		}
 		return false, err
 	}
-	s.d, _ = s.set.repo.TryAcquire(context.WithoutCancel(ctx), caller, 0)
+	s.d, _ = repo.TryAcquire(context.WithoutCancel(ctx), caller, 0)
 	s.d.Allowed = true
 	return true, nil
 }
