@@ -20,8 +20,9 @@ import (
 //	gcra             is whole seconds, else the                         is free
 //	                 rate over the fewest whole
 //	                 seconds (10/s burst 5: q=10;w=1)
-//	leaky_bucket     the rate, as above (burst 1)  1 if its slot is free,  until its next slot
-//	                                               else 0
+//	leaky_bucket     the rate, as above (burst 1)  its free queue room     until its next slot
+//	                                               (a request held until   (one more place); none
+//	                                               its slot: shape.go)     when idle and empty
 //	fixed_window     limit;window                  permits left            until the window ends
 //	sliding_window   limit;window                  permits admitted now    until one more is
 //	sliding_log      limit;window                  permits admitted now    until one more is
