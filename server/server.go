@@ -328,7 +328,11 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	headers.Write(h, d, rl.style)
 	if rl.observe != nil {
-		rl.observe(Event{Kind: EventAllowed, Key: key, Cost: n, Decision: d, Request: r})
+		kind := EventAllowed
+		if held {
+			kind = EventDelayed
+		}
+		rl.observe(Event{Kind: kind, Key: key, Cost: n, Decision: d, Request: r})
 	}
 	if rl.isNear(d) {
 		rl.nearLimit(h, Event{Kind: EventNearLimit, Key: key, Cost: n, Decision: d, Request: r})

@@ -132,7 +132,15 @@ func TestLeakyBucketHolds(t *testing.T) {
 				return l
 			})
 			defer repo.Close()
-			check(t, server.New(repo).Middleware(ok), "5")
+			var mu sync.Mutex
+			kinds := map[server.EventKind]int{}
+			check(t, server.New(repo, server.WithObserver(func(e server.Event) {
+				mu.Lock()
+				kinds[e.Kind]++
+				mu.Unlock()
+			})).Middleware(ok), "5")
+			assert.Equal(t, 5, kinds[server.EventDelayed], "the held requests")
+			assert.Equal(t, 4, kinds[server.EventRejected])
 		})
 	})
 	t.Run("chained", func(t *testing.T) {
