@@ -48,7 +48,8 @@ type gate struct {
 	nq        int     // len(quotas), at most maxQuotas
 	ver       int64   // answers with quotas applied so far
 	pz        pause
-	rf        refusals
+	rf        cycle     // what refusals are measured against: every gate counts
+	rl        *refusals // what refusals taught: nil until one does (refusals)
 	ws        wholeSecond
 	nextSend  time.Time // pacing: the next request waits until then
 	inflight  int       // admitted, not yet answered
@@ -66,17 +67,42 @@ type pause struct {
 	backoff time.Duration // the pause a bare refusal begins, doubling with each refused probe
 }
 
+// cycle is what a partition's refusals are measured against, counted by
+// every gate from its first request on.
+type cycle struct {
+	resumed  time.Time // when the last pause ended
+	ok       int       // successful responses since resumed
+	answered int64     // answers learned from so far
+}
+
 // refusals is what a partition's refusals teach when no quota it reports
-// explains them: the pace (aimd) and what it is measured over.
+// explains them: the pace (aimd). Most partitions are never refused: a
+// gate makes it with the first refusal that needs it (refusals).
 type refusals struct {
 	pace       aimd
-	resumed    time.Time     // when the last pause ended
-	ok         int           // successful responses since resumed
-	answered   int64         // answers learned from so far
 	waveStatus int           // the status of the first refusal, while the pace's wave is pending
 	beside     bool          // pace was learnt beside quotas, from refusals they did not explain
 	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
 	owedWait   time.Duration // that wait
+}
+
+// refusals returns what g's refusals taught, making it on first use.
+// Paths every request takes read the pace through paceStep instead, and
+// leave it nil. g.mu must be held.
+func (g *gate) refusals() *refusals {
+	if g.rl == nil {
+		g.rl = new(refusals)
+	}
+	return g.rl
+}
+
+// paceStep is the interval of the pace refusals taught, or 0: what
+// refusals().pace.step is, without making it. g.mu must be held.
+func (g *gate) paceStep() time.Duration {
+	if g.rl == nil {
+		return 0
+	}
+	return g.rl.pace.step
 }
 
 // gwaiter is a request waiting at the gate: its declared costs, and the
@@ -131,20 +157,20 @@ func (g *gate) storeWire() {
 // probes). It reports whether a pause ended. g.mu must be held.
 func (g *gate) advance(now time.Time) (resumed bool) {
 	if g.pz.on && !now.Before(g.pz.until) {
-		if hold := g.rf.pace.settleWave(g.rf.ok); hold > 0 {
+		if hold := g.refusals().pace.settleWave(g.rf.ok); hold > 0 {
 			// The first refusal ended a burst after all: hold on.
 			g.pz.until = now.Add(min(hold, g.maxPause))
-			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: g.rf.waveStatus})
+			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: g.refusals().waveStatus})
 			return false
 		}
-		if !g.rf.owed.IsZero() {
+		if !g.refusals().owed.IsZero() {
 			// A refusal that asked for a wait and taught no pace, as no
 			// success had been counted when it came back: the answers of
 			// the wave it ended have been counted since.
-			if g.rf.ok > 0 && g.rf.pace.step == 0 {
-				g.startPace(g.rf.owed, g.rf.owedWait)
+			if g.rf.ok > 0 && g.refusals().pace.step == 0 {
+				g.startPace(g.refusals().owed, g.refusals().owedWait)
 			}
-			g.rf.owed = time.Time{}
+			g.refusals().owed = time.Time{}
 		}
 		g.pz.on = false
 		g.rf.resumed, g.rf.ok = now, 0
@@ -210,7 +236,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.pz.on || g.pz.probe || g.pz.probing || g.rf.pace.step > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() {
+	if g.pz.on || g.pz.probe || g.pz.probing || g.paceStep() > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() {
 		return false
 	}
 	return !g.hasQuotas()
@@ -245,8 +271,8 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 			next = now.Add(d)
 		}
 	}
-	if g.rf.pace.step > 0 && now.Add(g.rf.pace.step).After(next) {
-		next = now.Add(g.rf.pace.step)
+	if step := g.paceStep(); step > 0 && now.Add(step).After(next) {
+		next = now.Add(step)
 	}
 	g.nextSend = next
 }
@@ -380,7 +406,7 @@ func (g *gate) due(now time.Time, p int) time.Time {
 			// Behind a probe: its answer decides; we cannot tell.
 			return time.Time{}
 		}
-		step := g.rf.pace.step
+		step := g.paceStep()
 		for i := range g.quotas[:g.nq] {
 			q := &g.quotas[i]
 			if a := q.avail(now, g.onWire()); q.known && !q.refill && !q.guessed && a > 0 && low(a, q.limit) {
@@ -607,18 +633,18 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// us nothing new, and must not compound the backoff.
 			return time.Time{}
 		}
-		hold := g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
-		g.rf.waveStatus = a.status
-		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
-		g.pz.backoff = min(max(2*g.pz.backoff, g.rf.pace.step, hold), g.maxPause)
+		hold := g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		g.refusals().waveStatus = a.status
+		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
+		g.pz.backoff = min(max(2*g.pz.backoff, g.refusals().pace.step, hold), g.maxPause)
 		g.pauseUntil(now.Add(g.pz.backoff))
 		return g.pz.until
 	}
 	if a.status < 400 {
 		g.pz.backoff = 0
 		g.rf.ok++
-		if fresh {
-			g.rf.pace.succeeded()
+		if fresh && g.rl != nil {
+			g.refusals().pace.succeeded()
 		}
 	}
 	return g.learnQuotas(tk, a, now)
@@ -631,20 +657,20 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 // held.
 func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time) {
 	switch {
-	case g.rf.ok == 0 && g.rf.pace.step == 0:
+	case g.rf.ok == 0 && g.refusals().pace.step == 0:
 		// No success counted yet (answers that come back together are
 		// counted in any order): the pace is set when the pause ends,
 		// from what the wave got through (advance).
-		g.rf.owed, g.rf.owedWait = until, d
+		g.refusals().owed, g.refusals().owedWait = until, d
 	case g.rf.ok == 0:
-	case g.rf.pace.step == 0:
+	case g.refusals().pace.step == 0:
 		g.startPace(until, d)
 	default:
-		g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
-		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
-		g.rf.pace.penalty = d
-		if g.rf.beside = g.hasQuotas(); g.rf.beside {
-			g.rf.pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
+		g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
+		g.refusals().pace.penalty = d
+		if g.refusals().beside = g.hasQuotas(); g.refusals().beside {
+			g.refusals().pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
 		}
 	}
 }
@@ -653,8 +679,8 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 // the last pause and until, the end of the wait of d a refusal asked for.
 // g.mu must be held.
 func (g *gate) startPace(until time.Time, d time.Duration) {
-	g.rf.pace.measured(min(until.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause), d)
-	g.rf.beside = g.hasQuotas()
+	g.refusals().pace.measured(min(until.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause), d)
+	g.refusals().beside = g.hasQuotas()
 }
 
 // tighten brings the reset of each quota a refusal a says is at zero
@@ -780,10 +806,10 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	if learned {
 		g.ver++
-		if a.status < 400 && !g.rf.beside {
+		if a.status < 400 && g.rl != nil && !g.rl.beside {
 			// The server has started to advertise its quotas: they
 			// pace the partition now.
-			g.rf.pace = aimd{}
+			g.rl.pace = aimd{}
 		}
 	}
 	if !until.IsZero() {
@@ -855,7 +881,7 @@ func (g *gate) neutral(now time.Time) bool {
 			return false
 		}
 	}
-	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) || g.rf.pace.step > 0 || g.ws.phase > 0 {
+	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) || g.paceStep() > 0 || g.ws.phase > 0 {
 		return false
 	}
 	for i := range g.quotas[:g.nq] {
