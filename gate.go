@@ -24,7 +24,7 @@ type gate struct {
 	emit     func(Event)   // the Transport's observer, or nil
 
 	mu     sync.Mutex
-	q      waitq.Queue
+	q      *waitq.Queue // made with the first waiter (queue); nil answers as empty
 	timer  *time.Timer
 	closed bool
 
@@ -129,6 +129,15 @@ type ticket struct {
 // "0" means "within the second", and a reset that has passed while nothing
 // remains means "not yet", not "no information".
 const notYet = time.Second
+
+// queue returns the gate's wait queue, making it with the first waiter:
+// most partitions never queue anyone. g.mu must be held.
+func (g *gate) queue() *waitq.Queue {
+	if g.q == nil {
+		g.q = new(waitq.Queue)
+	}
+	return g.q
+}
 
 // onWire is how many requests may be spending the gate's quotas now: its
 // own on the wire, and for a bucket, those its partition's gate let
@@ -336,7 +345,7 @@ func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticke
 	}
 	w = &gwaiter{w: waitq.NewWaiter(1, p), cost: c}
 	w.w.Value = w
-	g.q.Push(w.w)
+	g.queue().Push(w.w)
 	resumed = g.dispatch(now) || resumed
 	g.mu.Unlock()
 	g.report(resumed)
