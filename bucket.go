@@ -156,21 +156,47 @@ func (g *gate) routed(r route) *gate {
 func (g *gate) bucket(name string, r route) *gate {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	b := g.buckets[name]
+	var b *gate
+	for c := range g.bucketGates {
+		if c.named() == name {
+			b = c
+			break
+		}
+	}
 	if b == nil {
 		if g.buckets == nil {
-			g.buckets = make(map[string]*gate)
 			g.wire.Store(int64(g.inflight)) // storeWire's from now on
 		}
-		name = strings.Clone(name)
-		b = &gate{key: g.key + "#" + name, name: name, maxPause: g.maxPause, emit: g.emit, closed: g.closed, parent: g}
-		g.buckets[name] = b
+		b = &gate{key: g.key + "#" + name, maxPause: g.maxPause, emit: g.emit, closed: g.closed, parent: g, buckets: g.buckets}
+		g.buckets = b
 	}
 	old := g.routes.Load()
 	if old == nil || old.get(r) != b && old.len() < maxRoutes {
 		g.routes.Store(old.with(r, b))
 	}
 	return b
+}
+
+// bucketGates yields the gates of the buckets of g, a partition's own
+// gate, newest first. g.mu must be held.
+func (g *gate) bucketGates(yield func(*gate) bool) {
+	if g.parent != nil {
+		return // a bucket's gate: its buckets field links its siblings
+	}
+	for b := g.buckets; b != nil; b = b.buckets {
+		if !yield(b) {
+			return
+		}
+	}
+}
+
+// named is the name of the bucket whose gate g is, or "" for a
+// partition's own gate: its key after its partition's and "#".
+func (g *gate) named() string {
+	if g.parent == nil {
+		return ""
+	}
+	return g.key[len(g.parent.key)+1:]
 }
 
 // observe learns from an answer to a request another gate let through

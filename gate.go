@@ -23,37 +23,38 @@ type gate struct {
 	maxPause time.Duration // the longest one answer may pause the partition
 	emit     func(Event)   // the Transport's observer, or nil
 
-	mu     sync.Mutex
-	q      *waitq.Queue // made with the first waiter (queue); nil answers as empty
-	timer  *time.Timer
-	closed bool
+	mu    sync.Mutex
+	q     *waitq.Queue // made with the first waiter (queue); nil answers as empty
+	timer *time.Timer
 
 	// A partition's own gate holds the gates of the buckets its host's
-	// answers named, and the routes learned for each (bucket.go).
-	buckets map[string]*gate
-	routes  atomic.Pointer[routeTable] // replaced, never changed: read without g.mu
-	name    string                     // a bucket's name, or ""
-	parent  *gate                      // a bucket's partition gate, or nil
-	wire    atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
-	shared  atomic.Bool                // a FeedbackStore shares a quota of this partition (feedback.go)
-	heard   atomic.Bool                // an answer said something of rate limits, or refused: learn reads the clock
-	held    atomic.Pointer[Event]      // a pause advance prolonged, for report to tell the observer
+	// answers named, in a list (bucketGates), and the routes learned for
+	// each (bucket.go). A bucket's gate is named by its key: its
+	// partition's, "#", its name (named).
+	buckets   *gate                      // a partition's gate: its first bucket's; a bucket's: the next bucket's
+	routes    atomic.Pointer[routeTable] // replaced, never changed: read without g.mu
+	parent    *gate                      // a bucket's partition gate, or nil
+	wire      atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
+	shared    atomic.Bool                // a FeedbackStore shares a quota of this partition (feedback.go)
+	heard     atomic.Bool                // an answer said something of rate limits, or refused: learn reads the clock
+	closed    bool
+	elsewhere bool                  // the pause waits for another Transport's probe (feedback.go)
+	nq        uint8                 // len(quotas), at most maxQuotas
+	held      atomic.Pointer[Event] // a pause advance prolonged, for report to tell the observer
 
 	// What the server said, each a model of its own, fed what the
 	// answers say: the quotas it reports (quota.go), the pause a refusal
 	// or an empty quota asks for (pause), the pace its refusals teach
 	// when it advertises no quota that explains them (refusals, aimd.go),
 	// and where in their second its whole-second resets fall (whole.go).
-	quotas    []quota // made with the first; a slot keeps its name for good
-	nq        int     // len(quotas), at most maxQuotas
-	ver       int64   // answers with quotas applied so far
-	pz        pause
-	rf        cycle     // what refusals are measured against: every gate counts
-	rl        *refusals // what refusals taught: nil until one does (refusals)
-	ws        wholeSecond
-	nextSend  time.Time // pacing: the next request waits until then
-	inflight  int       // admitted, not yet answered
-	elsewhere bool      // the pause waits for another Transport's probe (feedback.go)
+	quotas   []quota // made with the first; a slot keeps its name for good
+	ver      int64   // answers with quotas applied so far
+	pz       pause
+	rf       cycle     // what refusals are measured against: every gate counts
+	rl       *refusals // what refusals taught: nil until one does (refusals)
+	ws       wholeSecond
+	nextSend time.Time // pacing: the next request waits until then
+	inflight int       // admitted, not yet answered
 }
 
 // pause is the partition's pause: until when no request starts, and the
@@ -156,7 +157,7 @@ func (g *gate) onWire() int {
 // request, waits for the first (bucket stores wire when it makes it).
 // g.mu must be held.
 func (g *gate) storeWire() {
-	if g.buckets != nil {
+	if g.parent == nil && g.buckets != nil {
 		g.wire.Store(int64(g.inflight))
 	}
 }
@@ -749,7 +750,7 @@ func (g *gate) unexplained() bool {
 // learnQuotas applies the quotas an answer reports. It returns the end of
 // a pause a quota at zero started, or zero. g.mu must be held.
 func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
-	if tk.probe && !g.ws.reset.IsZero() && a.status < 400 {
+	if tk.probe && g.ws.reset != 0 && a.status < 400 {
 		g.ws.learn(a, now)
 	}
 	twins(a.info.Quotas, now)
@@ -882,7 +883,7 @@ func maxTime(a, b time.Time) time.Time {
 // neutral reports whether the gate holds nothing worth remembering,
 // nor do its buckets' gates. g.mu must be held.
 func (g *gate) neutral(now time.Time) bool {
-	for _, b := range g.buckets {
+	for b := range g.bucketGates {
 		b.mu.Lock() // a partition's gate, then its buckets': as close does
 		n := b.neutral(now)
 		b.mu.Unlock()
@@ -908,7 +909,7 @@ func (g *gate) close() {
 		return
 	}
 	g.closed = true
-	for _, b := range g.buckets {
+	for b := range g.bucketGates {
 		b.close()
 	}
 	for h := g.q.Head(); h != nil; h = g.q.Head() {

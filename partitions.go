@@ -166,7 +166,7 @@ func idle(g *gate, now time.Time) bool {
 	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) {
 		return false
 	}
-	for _, b := range g.buckets {
+	for b := range g.bucketGates {
 		b.mu.Lock() // a partition's gate, then its buckets': as close does
 		busy := b.q.Len() > 0 || b.inflight > 0 || b.pz.probing || b.pz.until.After(now)
 		b.mu.Unlock()
