@@ -115,8 +115,8 @@ func TestPartitionsSweptWhileKnownHostsAreCalled(t *testing.T) {
 // 300 MB live), and one partition with GitHub-style headers (its gate, its
 // bucket's gate and quota, its route, its place in the map and the ring)
 // at most 1 KB: the heap's growth over the first 10,000 hosts, each
-// called once. Under the race
-// detector, whose shadow memory makes it slow, 40,000 hosts.
+// called once. Under the race detector, whose shadow memory makes it
+// slow, 40,000 hosts.
 func TestManyHostsHeap(t *testing.T) {
 	hosts := 200_000
 	if raceEnabled {
