@@ -23,36 +23,38 @@ type gate struct {
 	maxPause time.Duration // the longest one answer may pause the partition
 	emit     func(Event)   // the Transport's observer, or nil
 
-	mu     sync.Mutex
-	q      waitq.Queue
-	timer  *time.Timer
-	closed bool
+	mu    sync.Mutex
+	q     *waitq.Queue // made with the first waiter (queue); nil answers as empty
+	timer *time.Timer
 
 	// A partition's own gate holds the gates of the buckets its host's
-	// answers named, and the routes learned for each (bucket.go).
-	buckets map[string]*gate
-	routes  atomic.Pointer[routeTable] // replaced, never changed: read without g.mu
-	name    string                     // a bucket's name, or ""
-	parent  *gate                      // a bucket's partition gate, or nil
-	wire    atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
-	shared  atomic.Bool                // a FeedbackStore shares a quota of this partition (feedback.go)
-	heard   atomic.Bool                // an answer said something of rate limits, or refused: learn reads the clock
-	held    atomic.Pointer[Event]      // a pause advance prolonged, for report to tell the observer
+	// answers named, in a list (bucketGates), and the routes learned for
+	// each (bucket.go). A bucket's gate is named by its key: its
+	// partition's, "#", its name (named).
+	buckets   *gate                      // a partition's gate: its first bucket's; a bucket's: the next bucket's
+	routes    atomic.Pointer[routeTable] // replaced, never changed: read without g.mu
+	parent    *gate                      // a bucket's partition gate, or nil
+	wire      atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
+	shared    atomic.Bool                // a FeedbackStore shares a quota of this partition (feedback.go)
+	heard     atomic.Bool                // an answer said something of rate limits, or refused: learn reads the clock
+	closed    bool
+	elsewhere bool                  // the pause waits for another Transport's probe (feedback.go)
+	nq        uint8                 // len(quotas), at most maxQuotas
+	held      atomic.Pointer[Event] // a pause advance prolonged, for report to tell the observer
 
 	// What the server said, each a model of its own, fed what the
 	// answers say: the quotas it reports (quota.go), the pause a refusal
 	// or an empty quota asks for (pause), the pace its refusals teach
 	// when it advertises no quota that explains them (refusals, aimd.go),
 	// and where in their second its whole-second resets fall (whole.go).
-	quotas    []quota // made with the first; a slot keeps its name for good
-	nq        int     // len(quotas), at most maxQuotas
-	ver       int64   // answers with quotas applied so far
-	pz        pause
-	rf        refusals
-	ws        wholeSecond
-	nextSend  time.Time // pacing: the next request waits until then
-	inflight  int       // admitted, not yet answered
-	elsewhere bool      // the pause waits for another Transport's probe (feedback.go)
+	quotas   []quota // made with the first; a slot keeps its name for good
+	ver      int64   // answers with quotas applied so far
+	pz       pause
+	rf       cycle     // what refusals are measured against: every gate counts
+	rl       *refusals // what refusals taught: nil until one does (refusals)
+	ws       wholeSecond
+	nextSend time.Time // pacing: the next request waits until then
+	inflight int       // admitted, not yet answered
 }
 
 // pause is the partition's pause: until when no request starts, and the
@@ -66,17 +68,42 @@ type pause struct {
 	backoff time.Duration // the pause a bare refusal begins, doubling with each refused probe
 }
 
+// cycle is what a partition's refusals are measured against, counted by
+// every gate from its first request on.
+type cycle struct {
+	resumed  time.Time // when the last pause ended
+	ok       int       // successful responses since resumed
+	answered int64     // answers learned from so far
+}
+
 // refusals is what a partition's refusals teach when no quota it reports
-// explains them: the pace (aimd) and what it is measured over.
+// explains them: the pace (aimd). Most partitions are never refused: a
+// gate makes it with the first refusal that needs it (refusals).
 type refusals struct {
 	pace       aimd
-	resumed    time.Time     // when the last pause ended
-	ok         int           // successful responses since resumed
-	answered   int64         // answers learned from so far
 	waveStatus int           // the status of the first refusal, while the pace's wave is pending
 	beside     bool          // pace was learnt beside quotas, from refusals they did not explain
 	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
 	owedWait   time.Duration // that wait
+}
+
+// refusals returns what g's refusals taught, making it on first use.
+// Paths every request takes read the pace through paceStep instead, and
+// leave it nil. g.mu must be held.
+func (g *gate) refusals() *refusals {
+	if g.rl == nil {
+		g.rl = new(refusals)
+	}
+	return g.rl
+}
+
+// paceStep is the interval of the pace refusals taught, or 0: what
+// refusals().pace.step is, without making it. g.mu must be held.
+func (g *gate) paceStep() time.Duration {
+	if g.rl == nil {
+		return 0
+	}
+	return g.rl.pace.step
 }
 
 // gwaiter is a request waiting at the gate: its declared costs, and the
@@ -104,6 +131,15 @@ type ticket struct {
 // remains means "not yet", not "no information".
 const notYet = time.Second
 
+// queue returns the gate's wait queue, making it with the first waiter:
+// most partitions never queue anyone. g.mu must be held.
+func (g *gate) queue() *waitq.Queue {
+	if g.q == nil {
+		g.q = new(waitq.Queue)
+	}
+	return g.q
+}
+
 // onWire is how many requests may be spending the gate's quotas now: its
 // own on the wire, and for a bucket, those its partition's gate let
 // through before their bucket was known. g.mu must be held.
@@ -121,7 +157,7 @@ func (g *gate) onWire() int {
 // request, waits for the first (bucket stores wire when it makes it).
 // g.mu must be held.
 func (g *gate) storeWire() {
-	if g.buckets != nil {
+	if g.parent == nil && g.buckets != nil {
 		g.wire.Store(int64(g.inflight))
 	}
 }
@@ -131,20 +167,20 @@ func (g *gate) storeWire() {
 // probes). It reports whether a pause ended. g.mu must be held.
 func (g *gate) advance(now time.Time) (resumed bool) {
 	if g.pz.on && !now.Before(g.pz.until) {
-		if hold := g.rf.pace.settleWave(g.rf.ok); hold > 0 {
+		if hold := g.refusals().pace.settleWave(g.rf.ok); hold > 0 {
 			// The first refusal ended a burst after all: hold on.
 			g.pz.until = now.Add(min(hold, g.maxPause))
-			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: g.rf.waveStatus})
+			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: g.refusals().waveStatus})
 			return false
 		}
-		if !g.rf.owed.IsZero() {
+		if !g.refusals().owed.IsZero() {
 			// A refusal that asked for a wait and taught no pace, as no
 			// success had been counted when it came back: the answers of
 			// the wave it ended have been counted since.
-			if g.rf.ok > 0 && g.rf.pace.step == 0 {
-				g.startPace(g.rf.owed, g.rf.owedWait)
+			if g.rf.ok > 0 && g.refusals().pace.step == 0 {
+				g.startPace(g.refusals().owed, g.refusals().owedWait)
 			}
-			g.rf.owed = time.Time{}
+			g.refusals().owed = time.Time{}
 		}
 		g.pz.on = false
 		g.rf.resumed, g.rf.ok = now, 0
@@ -210,7 +246,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.pz.on || g.pz.probe || g.pz.probing || g.rf.pace.step > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() {
+	if g.pz.on || g.pz.probe || g.pz.probing || g.paceStep() > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() {
 		return false
 	}
 	return !g.hasQuotas()
@@ -245,8 +281,8 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 			next = now.Add(d)
 		}
 	}
-	if g.rf.pace.step > 0 && now.Add(g.rf.pace.step).After(next) {
-		next = now.Add(g.rf.pace.step)
+	if step := g.paceStep(); step > 0 && now.Add(step).After(next) {
+		next = now.Add(step)
 	}
 	g.nextSend = next
 }
@@ -310,7 +346,7 @@ func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticke
 	}
 	w = &gwaiter{w: waitq.NewWaiter(1, p), cost: c}
 	w.w.Value = w
-	g.q.Push(w.w)
+	g.queue().Push(w.w)
 	resumed = g.dispatch(now) || resumed
 	g.mu.Unlock()
 	g.report(resumed)
@@ -380,7 +416,7 @@ func (g *gate) due(now time.Time, p int) time.Time {
 			// Behind a probe: its answer decides; we cannot tell.
 			return time.Time{}
 		}
-		step := g.rf.pace.step
+		step := g.paceStep()
 		for i := range g.quotas[:g.nq] {
 			q := &g.quotas[i]
 			if a := q.avail(now, g.onWire()); q.known && !q.refill && !q.guessed && a > 0 && low(a, q.limit) {
@@ -607,24 +643,24 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// us nothing new, and must not compound the backoff.
 			return time.Time{}
 		}
-		hold := g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		hold := g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
 		if a.info.HasRetryAfter && hold > aimdSpan {
 			// "Retry-After: 0" (koa-ratelimit truncates the wait to whole
 			// seconds): the server says its window ends within the
 			// second, and puts no debt beyond it.
 			hold = aimdSpan
 		}
-		g.rf.waveStatus = a.status
-		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
-		g.pz.backoff = min(max(2*g.pz.backoff, g.rf.pace.step, hold), g.maxPause)
+		g.refusals().waveStatus = a.status
+		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
+		g.pz.backoff = min(max(2*g.pz.backoff, g.refusals().pace.step, hold), g.maxPause)
 		g.pauseUntil(now.Add(g.pz.backoff))
 		return g.pz.until
 	}
 	if a.status < 400 {
 		g.pz.backoff = 0
 		g.rf.ok++
-		if fresh {
-			g.rf.pace.succeeded()
+		if fresh && g.rl != nil {
+			g.refusals().pace.succeeded()
 		}
 	}
 	return g.learnQuotas(tk, a, now)
@@ -637,20 +673,20 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 // held.
 func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time) {
 	switch {
-	case g.rf.ok == 0 && g.rf.pace.step == 0:
+	case g.rf.ok == 0 && g.refusals().pace.step == 0:
 		// No success counted yet (answers that come back together are
 		// counted in any order): the pace is set when the pause ends,
 		// from what the wave got through (advance).
-		g.rf.owed, g.rf.owedWait = until, d
+		g.refusals().owed, g.refusals().owedWait = until, d
 	case g.rf.ok == 0:
-	case g.rf.pace.step == 0:
+	case g.refusals().pace.step == 0:
 		g.startPace(until, d)
 	default:
-		g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
-		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
-		g.rf.pace.penalty = d
-		if g.rf.beside = g.hasQuotas(); g.rf.beside {
-			g.rf.pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
+		g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
+		g.refusals().pace.penalty = d
+		if g.refusals().beside = g.hasQuotas(); g.refusals().beside {
+			g.refusals().pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
 		}
 	}
 }
@@ -659,8 +695,8 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 // the last pause and until, the end of the wait of d a refusal asked for.
 // g.mu must be held.
 func (g *gate) startPace(until time.Time, d time.Duration) {
-	g.rf.pace.measured(min(until.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause), d)
-	g.rf.beside = g.hasQuotas()
+	g.refusals().pace.measured(min(until.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause), d)
+	g.refusals().beside = g.hasQuotas()
 }
 
 // tighten brings the reset of each quota a refusal a says is at zero
@@ -720,7 +756,7 @@ func (g *gate) unexplained() bool {
 // learnQuotas applies the quotas an answer reports. It returns the end of
 // a pause a quota at zero started, or zero. g.mu must be held.
 func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
-	if tk.probe && !g.ws.reset.IsZero() && a.status < 400 {
+	if tk.probe && g.ws.reset != 0 && a.status < 400 {
 		g.ws.learn(a, now)
 	}
 	twins(a.info.Quotas, now)
@@ -786,10 +822,10 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	if learned {
 		g.ver++
-		if a.status < 400 && !g.rf.beside {
+		if a.status < 400 && g.rl != nil && !g.rl.beside {
 			// The server has started to advertise its quotas: they
 			// pace the partition now.
-			g.rf.pace = aimd{}
+			g.rl.pace = aimd{}
 		}
 	}
 	if !until.IsZero() {
@@ -853,7 +889,7 @@ func maxTime(a, b time.Time) time.Time {
 // neutral reports whether the gate holds nothing worth remembering,
 // nor do its buckets' gates. g.mu must be held.
 func (g *gate) neutral(now time.Time) bool {
-	for _, b := range g.buckets {
+	for b := range g.bucketGates {
 		b.mu.Lock() // a partition's gate, then its buckets': as close does
 		n := b.neutral(now)
 		b.mu.Unlock()
@@ -861,7 +897,7 @@ func (g *gate) neutral(now time.Time) bool {
 			return false
 		}
 	}
-	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) || g.rf.pace.step > 0 || g.ws.phase > 0 {
+	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) || g.paceStep() > 0 || g.ws.phase > 0 {
 		return false
 	}
 	for i := range g.quotas[:g.nq] {
@@ -879,7 +915,7 @@ func (g *gate) close() {
 		return
 	}
 	g.closed = true
-	for _, b := range g.buckets {
+	for b := range g.bucketGates {
 		b.close()
 	}
 	for h := g.q.Head(); h != nil; h = g.q.Head() {
