@@ -494,7 +494,8 @@ func logModelTable(t *testing.T, title string, rs []modelResult) {
 // issue's figures: 20 ms ± 10 ms one way) with both clients, then one
 // dimension at a time varied with NewTransport: half and five times the
 // rate, the phases .3, .6 and .95 s, no latency and 100 ms ± 50 ms, one
-// goroutine and fifty, and the same quota over a 5 s window.
+// goroutine and fifty, the same quota over a 5 s window, and half of it
+// over a 2 s window.
 func (b modelBehaviour) modelRuns() []modelRun {
 	base := modelRun{rate: b.rate, workers: b.workers, total: b.total, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: b.method}
 	runs := []modelRun{base}
@@ -525,7 +526,11 @@ func (b modelBehaviour) modelRuns() []modelRun {
 	}
 	long := base
 	long.window = 5 * time.Second
-	runs = append(runs, long)
+	// Half the quota over two seconds (the real servers' 5 per 2 s, where
+	// a reset rounded to the second hides half a window).
+	two := base
+	two.rate, two.window = max(b.rate/2, 1), 2*time.Second
+	runs = append(runs, long, two)
 	return runs
 }
 

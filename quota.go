@@ -39,6 +39,7 @@ type quota struct {
 	// Sliding-window detection: the window's length, and the units sent
 	// since the last reset passed.
 	window time.Duration
+	reach  time.Duration // the furthest ahead a reset of its was, when it said it: the window is at least that
 	after  int64
 	said   wallTime // the reset the server last wrote, as it wrote it
 
@@ -354,7 +355,13 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// window. Its window is the least step seen between its resets.
 		// (Steps under a second are a reset written relative to the
 		// answer's time, moving with it, not a window's.)
-		if d := s.Reset.Sub(q.said.time()); s.Window <= 0 && q.said != 0 && d >= time.Second && d < q.window {
+		// No window is shorter than the furthest ahead its resets were
+		// (a sliding log's reset, its oldest entry's expiry, steps by
+		// where entries fall, not by a window).
+		if s.Reset.Nanosecond() == 0 {
+			q.reach = max(q.reach, s.Reset.Sub(now))
+		}
+		if d := s.Reset.Sub(q.said.time()); s.Window <= 0 && q.said != 0 && d >= time.Second && d < q.window && d >= q.reach {
 			q.window = d
 		}
 		q.rmin, q.at, q.ver, q.reset, q.guessed, q.known = s.Remaining, now, ver, reset, guessed, true
@@ -392,10 +399,14 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		}
 		q.after = 0
 	}
+	// The same reset as the last answer's, and no more remaining: the
+	// same window, however long ago we thought it would end (a refused
+	// probe finds the window it was sent too early for).
+	same := q.heard > 1 && q.said != 0 && s.Reset.Equal(q.said.time()) && s.Remaining <= q.rmin
 	stale := q.known && !q.refill && ended // q.stale(now): q is not concurrent here
 	// A window's count only falls: a fresher answer that says more
 	// remains speaks of a new window.
-	next := !q.known || stale || fresh && s.Remaining > q.rmin
+	next := (!q.known || stale) && !same || fresh && s.Remaining > q.rmin
 	if next || fresh || s.Remaining < q.rmin {
 		q.rmin, q.ver, q.at = s.Remaining, ver, now
 	}
