@@ -402,7 +402,8 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	// The same reset as the last answer's, and no more remaining: the
 	// same window, however long ago we thought it would end (a refused
 	// probe finds the window it was sent too early for).
-	same := q.heard > 1 && q.said != 0 && s.Reset.Equal(q.said.time()) && s.Remaining <= q.rmin
+	same := q.heard > 1 && q.said != 0 && s.Remaining <= q.rmin && s.Remaining == 0 && !q.fine &&
+		s.Reset.Sub(q.said.time()).Abs() < time.Second
 	stale := q.known && !q.refill && ended // q.stale(now): q is not concurrent here
 	// A window's count only falls: a fresher answer that says more
 	// remains speaks of a new window.
@@ -419,7 +420,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		said = s.Reset
 	}
 	q.span.learn(next, s.Remaining == s.Limit-1 || s.Limit <= 0, sent, said, now)
-	if end := q.span.end(); !end.IsZero() && !guessed && end.Add(spanGain).Before(reset) {
+	if end := q.span.end(!q.fine); !end.IsZero() && !guessed && end.Add(spanGain).Before(reset) {
 		reset = end
 	}
 	switch {
@@ -472,6 +473,11 @@ const spanGain = 10 * time.Millisecond
 // seconds fit, and a wrong guess costs one refused probe.
 const spanDoubt = 2 * time.Second
 
+// spanDoubtWhole is spanDoubt where the server writes its resets in whole
+// seconds: a two-second window whose reset is rounded up leaves three
+// seconds of doubt, and waiting for the reset costs a second a window.
+const spanDoubtWhole = 6 * time.Second
+
 // learn applies an answer to a request sent at sent (zero if unknown),
 // answered at now, that said the window ends by reset (zero: it did not
 // say in whole seconds): next says it found a new window, first that it
@@ -507,9 +513,14 @@ func (p *span) bound(d time.Duration) {
 	}
 }
 
-// guess is the window's length as span can tell, or 0.
-func (p *span) guess() time.Duration {
-	if p.hi == 0 || p.hi-p.lo > spanDoubt {
+// guess is the window's length as span can tell, or 0; whole says the
+// server writes its resets in whole seconds.
+func (p *span) guess(whole bool) time.Duration {
+	doubt := spanDoubt
+	if whole {
+		doubt = spanDoubtWhole
+	}
+	if p.hi == 0 || p.hi-p.lo > doubt {
 		return 0
 	}
 	w := (p.lo/time.Second + 1) * time.Second
@@ -520,8 +531,8 @@ func (p *span) guess() time.Duration {
 }
 
 // end is when the current window ends by span's guess, or zero.
-func (p *span) end() time.Time {
-	w := p.guess()
+func (p *span) end(whole bool) time.Time {
+	w := p.guess(whole)
 	if w == 0 || p.openAt.IsZero() {
 		return time.Time{}
 	}
