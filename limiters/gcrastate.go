@@ -51,8 +51,15 @@ func (p *GCRAParams) gcra(s GCRAState) gcra { return gcra{bucket: p.b, tat: s.ta
 // GCRA limiter would return. n == 0 is a peek: Allowed when a permit is free.
 func (p *GCRAParams) TryAcquire(s *GCRAState, n int) Decision {
 	checkN(n)
-	g := p.gcra(*s)
 	now := monoNow()
+	if n > 0 && n <= p.b.burst && s.tat.ceil() < now {
+		// A full bucket: what bucketLimiter.TryAcquire's fast path
+		// decides, without a division.
+		span := p.b.iv.times(n)
+		s.tat = p.b.iv.add(fine{ns: now}, span)
+		return Decision{Allowed: true, Limit: p.b.burst, Remaining: p.b.burst - n, ResetAfter: time.Duration(span.ceil())}
+	}
+	g := p.gcra(*s)
 	allowed, retry := g.try(now, n)
 	s.tat = g.tat
 	lim, rem, reset := g.state(now, 0)

@@ -163,3 +163,23 @@ func TestGCRAStateOfRefuses(t *testing.T) {
 		assert.IsType(t, &limiters.GCRA{}, limiters.NewGCRAParams(limiters.PerSecond(1), 1).NewLimiter(limiters.GCRAState{}))
 	})
 }
+
+// TestGCRAParamsMember: a state's Member is what Members reports of the
+// limiter made from it, for every n, at random states.
+func TestGCRAParamsMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 5))
+		for _, l := range []limiters.Limiter{limiters.NewGCRA(limiters.PerSecond(10), 4), limiters.NewTokenBucket(limiters.PerMinute(7), 3)} {
+			for i := range 100 {
+				time.Sleep(time.Duration(rng.Int64N(int64(200 * time.Millisecond))))
+				l.TryAcquire(rng.IntN(3))
+				p, s, ok := limiters.GCRAStateOf(l, nil)
+				require.True(t, ok)
+				for n := range 6 {
+					want := limiters.Members(l, n, nil)
+					require.Equal(t, want, []limiters.Member{p.Member(s, n)}, "step %d n %d", i, n)
+				}
+			}
+		}
+	})
+}

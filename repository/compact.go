@@ -104,3 +104,25 @@ func (m *Memory) recompact(e *entry) {
 		e.x.Store(x)
 	}
 }
+
+// Members appends to into the state of each limit of key's limiter, as
+// limiters.Members reports it for a request of n permits, creating the
+// key's limiter if need be, as Get does; it fails as Get returns nil. Unlike
+// Get it leaves a key kept as a state (see NewMemory) as it is: servers
+// call it for every answer whose limits they advertise one by one.
+func (m *Memory) Members(key string, n int, into []limiters.Member) ([]limiters.Member, error) {
+	e, s, err := m.pin(key)
+	if err != nil {
+		return into, err
+	}
+	defer e.refs.Add(-1)
+	s.mu.Lock()
+	x := e.x.Load()
+	if x.lim == nil {
+		into = append(into, x.p.Member(x.p.Unpack(e.tat), n))
+		s.mu.Unlock()
+		return into, nil
+	}
+	s.mu.Unlock()
+	return limiters.Members(x.lim, n, into), nil
+}

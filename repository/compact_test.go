@@ -65,7 +65,8 @@ func TestCompactBytesPerKey(t *testing.T) {
 // TryAcquire, Peek, Acquire with and without deadlines (some of which
 // wait: the key's limiter is made, and the waiters are served in order),
 // Get, Reset and sweeps — a Memory of GCRA or TokenBucket keys decides
-// exactly what one limiter per key, never taken apart, decides.
+// exactly what one limiter per key, never taken apart, decides, and
+// reports the same Members.
 func TestCompactDecidesAsTheLimiter(t *testing.T) {
 	for seed := range uint64(24) {
 		synctest.Test(t, func(t *testing.T) {
@@ -128,8 +129,13 @@ func TestCompactDecidesAsTheLimiter(t *testing.T) {
 					}()
 					synctest.Wait()
 					waits = append(waits, done)
-				case op < 9:
+				case op < 9 && rng.IntN(2) == 0:
 					require.NotNil(t, m.Get(k))
+				case op < 9:
+					want := limiters.Members(refOf(k), n, nil)
+					got, err := m.Members(k, n, nil)
+					require.NoError(t, err)
+					require.Equal(t, want, got, "seed %d step %d: Members(%s, %d)", seed, i, k, n)
 				default:
 					if ref[k] != nil {
 						ref[k].Close()
@@ -185,7 +191,10 @@ func TestCompactKeepsNoLimiterUntilOneIsNeeded(t *testing.T) {
 		assert.False(t, l.TryAcquire(1).Allowed, "its state came along")
 		require.NoError(t, m.Acquire(ctx, "a", 1), "waits a second")
 		assert.False(t, m.compact("a"), "a caller waited: the limiter is made")
-		assert.True(t, m.compact("c"))
+		ms, err := m.Members("c", 1, nil)
+		require.NoError(t, err)
+		assert.Equal(t, "gcra", ms[0].Algorithm)
+		assert.True(t, m.compact("c"), "Members makes no limiter")
 		// A key's configuration is shared: one kind for a, b and c.
 		s, h, _ := m.lock("c")
 		p := s.find(h, "c").x.Load()

@@ -179,11 +179,11 @@ type memberReporter interface {
 
 // Members reports the state of each of the view's limits for key.
 func (v view) Members(_ context.Context, key string, n int, into []limiters.Member) ([]limiters.Member, error) {
-	l := v.mem.Get(v.prefix + key)
-	if l == nil {
+	ms, err := v.mem.Members(v.prefix+key, n, into)
+	if err != nil {
 		return into, limiters.ErrClosed
 	}
-	return limiters.Members(l, n, into), nil
+	return ms, nil
 }
 
 // appendLimits appends what stage s advertises for caller.
@@ -195,8 +195,8 @@ func (s *stage) appendLimits(ctx context.Context, caller string, refused bool, i
 		err error = errNoMembers
 	)
 	if v, ok := set.repo.(view); ok && s.key != "" {
-		if l := v.mem.Get(s.key); l != nil {
-			ms, err = limiters.Members(l, s.n, buf[:0]), nil
+		if got, gerr := v.mem.Members(s.key, s.n, buf[:0]); gerr == nil {
+			ms, err = got, nil
 		}
 	} else if mr, ok := set.repo.(memberReporter); ok {
 		ms, err = mr.Members(ctx, caller, s.n, nil)
