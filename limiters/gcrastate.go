@@ -20,6 +20,10 @@ import (
 // guard each with the lock that guards the store.
 type GCRAParams struct {
 	b bucket
+	// What GCRAStateOf read from the limiter it took apart, for NewLimiter:
+	// a TokenBucket rather than a GCRA, and its options (nil: none).
+	token bool
+	cfg   *config
 }
 
 // GCRAState is one key's state: the theoretical arrival time of its next
@@ -47,8 +51,15 @@ func (p *GCRAParams) gcra(s GCRAState) gcra { return gcra{bucket: p.b, tat: s.ta
 // GCRA limiter would return. n == 0 is a peek: Allowed when a permit is free.
 func (p *GCRAParams) TryAcquire(s *GCRAState, n int) Decision {
 	checkN(n)
-	g := p.gcra(*s)
 	now := monoNow()
+	if n > 0 && n <= p.b.burst && s.tat.ceil() < now {
+		// A full bucket: what bucketLimiter.TryAcquire's fast path
+		// decides, without a division.
+		span := p.b.iv.times(n)
+		s.tat = p.b.iv.add(fine{ns: now}, span)
+		return Decision{Allowed: true, Limit: p.b.burst, Remaining: p.b.burst - n, ResetAfter: time.Duration(span.ceil())}
+	}
+	g := p.gcra(*s)
 	allowed, retry := g.try(now, n)
 	s.tat = g.tat
 	lim, rem, reset := g.state(now, 0)
@@ -115,3 +126,65 @@ func (p *GCRAParams) Pack(s GCRAState) int64 { return s.tat.ceil() }
 
 // Unpack is the inverse of Pack.
 func (p *GCRAParams) Unpack(v int64) GCRAState { return GCRAState{tat: fine{ns: v}} }
+
+// GCRAStateOf takes l apart, for a store that keeps many idle token
+// buckets as states rather than as limiters (repository.NewMemory does):
+// when l is a GCRA or a TokenBucket that is open and has nobody waiting,
+// it returns l's configuration — its rate and burst, whether it is a
+// TokenBucket, its options — and its state, and ok. like is returned as
+// the configuration when it describes l exactly (like may be nil): a store
+// that meets the same configuration again and again keeps one. l is not
+// changed, and not closed: it is the caller's to drop.
+func GCRAStateOf(l Limiter, like *GCRAParams) (p *GCRAParams, s GCRAState, ok bool) {
+	var b *bucketLimiter
+	switch x := l.(type) {
+	case *GCRA:
+		b = &x.bucketLimiter
+	case *TokenBucket:
+		b = &x.bucketLimiter
+	default:
+		return nil, GCRAState{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.head() != nil {
+		return nil, GCRAState{}, false
+	}
+	if like != nil && like.b == b.s.bucket && like.token == b.s.token && like.config() == *b.cfg {
+		p = like
+	} else {
+		p = &GCRAParams{b: b.s.bucket, token: b.s.token, cfg: b.cfg}
+	}
+	return p, GCRAState{tat: b.s.tat}, true
+}
+
+// config is the options p's limiters take.
+func (p *GCRAParams) config() config {
+	if p.cfg == nil {
+		return *defaultConfig
+	}
+	return *p.cfg
+}
+
+// NewLimiter returns a limiter in state s that p describes: a TokenBucket
+// or a GCRA, with the options of the limiter GCRAStateOf took p from (a
+// GCRA with none for NewGCRAParams). It makes the decisions the limiter
+// taken apart would have made from s on, and counts its Stats from zero.
+func (p *GCRAParams) NewLimiter(s GCRAState) Limiter {
+	cfg := p.cfg
+	if cfg == nil {
+		cfg = defaultConfig
+	}
+	var b *bucketLimiter
+	var l Limiter
+	if p.token {
+		tb := &TokenBucket{}
+		b, l = &tb.bucketLimiter, tb
+	} else {
+		g := &GCRA{}
+		b, l = &g.bucketLimiter, g
+	}
+	b.s = gcra{bucket: p.b, tat: s.tat, token: p.token}
+	b.core.init(&b.s, cfg)
+	return l
+}

@@ -92,3 +92,34 @@ func (c *core) member(n int) Member {
 	}
 	return m
 }
+
+// Member is what Members reports of a limiter that p describes (see
+// GCRAStateOf) in state s, with nobody waiting, for a request of n
+// permits: for a store that keeps idle buckets as states, without making
+// the limiter.
+func (p *GCRAParams) Member(s GCRAState, n int) Member {
+	checkN(n)
+	g := gcra{bucket: p.b, tat: s.tat, token: p.token}
+	now := monoNow()
+	lim, rem, reset := g.state(now, 0)
+	m := Member{Algorithm: g.algorithm(), Limit: lim, Remaining: rem, ResetAfter: time.Duration(reset)}
+	wait := func(k int) time.Duration {
+		if k > g.limit() {
+			return -1
+		}
+		if w := g.wait(now, k); w != never {
+			return time.Duration(w)
+		}
+		return -1
+	}
+	m.Wait = wait(max(n, 1))
+	if n == 0 {
+		m.Wait = 0 // a peek is always admitted
+	}
+	if rem >= lim {
+		m.Next = -1
+	} else {
+		m.Next = wait(rem + 1)
+	}
+	return m
+}

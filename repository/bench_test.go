@@ -142,18 +142,25 @@ func BenchmarkNewKeyAtBound(b *testing.B) {
 }
 
 // BenchmarkRetainedHeapPerKey measures the heap one idle key retains, at a
-// million keys: with a limiter of its own (a GCRA), and the repository's
-// own cost (every key sharing one limiter).
+// million keys: a GCRA key used once (kept as a state: compact.go), one
+// whose limiter Get asked for (a GCRA of its own), and the repository's own
+// cost with a limiter it cannot keep as a state (every key sharing one
+// fixed window).
 func BenchmarkRetainedHeapPerKey(b *testing.B) {
 	const n = 1_000_000
-	measure := func(b *testing.B, factory func(string) limiters.Limiter) {
+	ctx := context.Background()
+	measure := func(b *testing.B, factory func(string) limiters.Limiter, get bool) {
 		for b.Loop() {
 			before := heap()
 			m := NewMemory(factory, WithIdleTimeout(time.Hour), WithMaxKeys(2*n))
 			var buf []byte
 			for i := range n {
 				buf = strconv.AppendInt(append(buf[:0], "key-"...), int64(i), 10)
-				m.Get(string(buf))
+				if get {
+					m.Get(string(buf))
+				} else if _, err := m.TryAcquire(ctx, string(buf), 1); err != nil {
+					b.Fatal(err)
+				}
 			}
 			if m.Len() != n {
 				b.Fatalf("Len = %d, want %d", m.Len(), n)
@@ -163,9 +170,10 @@ func BenchmarkRetainedHeapPerKey(b *testing.B) {
 			runtime.KeepAlive(m)
 		}
 	}
-	b.Run("GCRA", func(b *testing.B) { measure(b, gcraFactory) })
-	shared := limiters.NewGCRA(limiters.PerSecond(1), 1)
-	b.Run("repository-only", func(b *testing.B) { measure(b, func(string) limiters.Limiter { return shared }) })
+	b.Run("GCRA", func(b *testing.B) { measure(b, gcraFactory, false) })
+	b.Run("GCRA-get", func(b *testing.B) { measure(b, gcraFactory, true) })
+	shared := limiters.NewFixedWindow(1e9, time.Second)
+	b.Run("repository-only", func(b *testing.B) { measure(b, func(string) limiters.Limiter { return shared }, false) })
 	b.Run("limiter-only", func(b *testing.B) {
 		for b.Loop() {
 			before := heap()

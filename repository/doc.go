@@ -13,20 +13,25 @@
 //	d, err := repo.TryAcquire(ctx, clientIP, 1)
 //
 // For millions of keys that all get the same token bucket, NewGCRA makes the
-// same decisions as NewMemory with a limiters.NewGCRA factory in about a
-// third of the memory: each key is one 8-byte timestamp next to its key in a
+// same decisions as NewMemory with a limiters.NewGCRA factory in a little
+// less memory: each key is one 8-byte timestamp next to its key in a
 // sharded map (about 72 bytes a key, the key included), forgotten as soon as
-// its bucket is full again.
+// its bucket is full again, and Acquire waits by reservation, with no
+// queue.
 //
 //	repo := repository.NewGCRA(limiters.PerSecond(10), 20, repository.WithMaxKeys(10_000_000))
 //
 // # Memory
 //
 // Keys are spread over up to 256 shards by their hash, each with its own lock,
-// hash table and LRU list. A key costs its limiter plus about 100 bytes (its
-// entry, its hash-table slot and its string). The repository holds no
-// goroutines, none per key and none in the background; an idle limiter holds
-// no timer either. Calls for an existing key do not allocate.
+// hash table and LRU list. A key costs about 100 bytes (its entry, its
+// hash-table slot and its string) plus its limiter; a key whose limiter is a
+// GCRA or a TokenBucket has none until a caller must wait for it or Get asks
+// for it: its entry holds the bucket's state, one timestamp, and the
+// repository decides its calls with the bucket's arithmetic (see NewMemory).
+// The repository holds no goroutines, none per key and none in the
+// background; an idle limiter holds no timer either. Calls for an existing
+// key do not allocate.
 //
 // # Expiry
 //

@@ -36,6 +36,9 @@ type Memory struct {
 	reconf  sync.Mutex   // serializes Reconfigure
 	start   time.Time
 	closed  atomic.Bool
+	// kind is the configuration of the last compact key made (see entry),
+	// for the next to share.
+	kind atomic.Pointer[holder]
 }
 
 // maker makes new keys' limiters. Reconfigure replaces it; an insert that
@@ -64,6 +67,15 @@ const (
 // limiters' TryAcquire must not call back into the repository (this
 // package's limiters never do). A nil factory or option panics, as does a
 // nil limiter from factory, when it is made.
+//
+// factory must make a new limiter each time: the repository owns what it
+// returns (it closes a forgotten key's limiter). A key whose limiter is a
+// GCRA or a TokenBucket (of a rate whose interval is a whole number of
+// nanoseconds, such as 10/s) is kept as its state alone, one timestamp,
+// until a caller must wait for it or Get asks for it: then the limiter is
+// made again from the state, with the options factory gave it, and kept.
+// Such a key costs about 100 bytes, its string included, where a limiter
+// of its own costs some 250; the decisions are the limiter's.
 func NewMemory(factory func(key string) limiters.Limiter, opts ...Option) *Memory {
 	if factory == nil {
 		panic("repository: NewMemory: nil factory")
@@ -114,7 +126,7 @@ func (m *Memory) TryAcquire(ctx context.Context, key string, n int) (limiters.De
 	if e := s.find(h, key); e != nil {
 		s.moveToFront(e)
 		e.used = now
-		d := e.lim.TryAcquire(n)
+		d := m.try(e, n)
 		if m.idle > 0 {
 			m.sweep(s, now, 1)
 		}
@@ -128,7 +140,9 @@ func (m *Memory) TryAcquire(ctx context.Context, key string, n int) (limiters.De
 		return limiters.Decision{}, err
 	}
 	defer e.refs.Add(-1)
-	d := e.lim.TryAcquire(n)
+	s.mu.Lock()
+	d := m.try(e, n)
+	s.mu.Unlock()
 	if !d.Allowed && m.closed.Load() {
 		return d, limiters.ErrClosed
 	}
@@ -143,12 +157,21 @@ func (m *Memory) Acquire(ctx context.Context, key string, n int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	e, err := m.pin(key)
+	e, s, err := m.pin(key)
 	if err != nil {
 		return err
 	}
 	defer e.refs.Add(-1)
-	return e.lim.Acquire(ctx, n)
+	if x := e.x.Load(); x.lim != nil {
+		return x.lim.Acquire(ctx, n)
+	}
+	s.mu.Lock()
+	lim, err := m.acquireNow(e, n)
+	s.mu.Unlock()
+	if lim == nil {
+		return err
+	}
+	return lim.Acquire(ctx, n)
 }
 
 // Release gives n permits back to key's limiter (only limiters that hold
@@ -174,7 +197,9 @@ func (m *Memory) Release(_ context.Context, key string, n int) error {
 	if e := s.find(h, key); e != nil && n > 0 {
 		s.moveToFront(e)
 		e.used = now
-		e.lim.Release(n)
+		if x := e.x.Load(); x.lim != nil {
+			x.lim.Release(n)
+		}
 	}
 	return nil
 }
@@ -189,12 +214,15 @@ func (m *Memory) Release(_ context.Context, key string, n int) error {
 // never affected; callers that keep Get's result should not. Do not Close it
 // yourself.
 func (m *Memory) Get(key string) limiters.Limiter {
-	e, err := m.pin(key)
+	e, s, err := m.pin(key)
 	if err != nil {
 		return nil
 	}
+	s.mu.Lock()
+	lim := m.limiter(e)
+	s.mu.Unlock()
 	e.refs.Add(-1)
-	return e.lim
+	return lim
 }
 
 // Len returns the number of keys held. While new keys are being added
@@ -219,7 +247,7 @@ func (m *Memory) Close() error {
 		s := &m.shards[i]
 		s.mu.Lock()
 		for e := s.head; e != nil; e = e.next {
-			if err := e.lim.Close(); err != nil {
+			if err := m.closeEntry(e); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -282,14 +310,14 @@ func (m *Memory) lock(key string) (*shard, uint64, error) {
 	return s, h, nil
 }
 
-// pin returns key's entry, created if need be, with its refs raised by one.
-// The caller lowers refs when done; while refs > 0, the entry is neither
-// expired nor evicted.
-func (m *Memory) pin(key string) (*entry, error) {
+// pin returns key's entry, created if need be, with its refs raised by one,
+// and its shard (unlocked). The caller lowers refs when done; while refs >
+// 0, the entry is neither expired nor evicted.
+func (m *Memory) pin(key string) (*entry, *shard, error) {
 	now := m.now()
 	s, h, err := m.lock(key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if e := s.find(h, key); e != nil {
 		m.use(s, e, now)
@@ -297,10 +325,11 @@ func (m *Memory) pin(key string) (*entry, error) {
 			m.sweep(s, now, 1)
 		}
 		s.mu.Unlock()
-		return e, nil
+		return e, s, nil
 	}
 	s.mu.Unlock()
-	return m.insert(h, key)
+	e, err := m.insert(h, key)
+	return e, s, err
 }
 
 // use marks e as used at now and pins it. s.mu must be held.
@@ -324,14 +353,16 @@ func (m *Memory) insert(h uint64, key string) (*entry, error) {
 			panic("repository: factory returned a nil limiter for key " + key)
 		}
 		// Clone the key: it may be a slice of a request's buffer.
-		e := &entry{key: strings.Clone(key), lim: lim, hash: uint32(h)}
+		e := &entry{key: strings.Clone(key), hash: uint32(h)}
+		x := m.holderFor(lim, &e.tat)
+		e.x.Store(x)
 		i := m.shardOf(h)
 		s := &m.shards[i]
 		now := m.now()
 		s.mu.Lock()
 		got, err := m.place(i, e, mk, now)
 		s.mu.Unlock()
-		if got != e {
+		if got != e && x.lim != nil {
 			lim.Close()
 		}
 		if err != errRemade {
@@ -413,7 +444,7 @@ func (m *Memory) reserve() bool {
 // taken: the caller frees it or hands it to a new key. s.mu must be held.
 func (m *Memory) forget(s *shard, e *entry) {
 	s.remove(e)
-	e.lim.Close()
+	m.closeEntry(e)
 }
 
 // drop forgets e and frees its place in m.count. s.mu must be held.
@@ -436,17 +467,18 @@ func (m *Memory) state(e *entry) entryState {
 	if e.refs.Load() > 0 {
 		return stateBusy
 	}
-	return m.classify(e, e.lim.TryAcquire(0))
+	return m.classify(e, m.try(e, 0))
 }
 
 // classify classifies e, which has no pins, given a peek at its limiter.
 func (m *Memory) classify(e *entry, peek limiters.Decision) entryState {
+	lim := e.x.Load().lim // nil: compact, so none waits and none is held
 	switch {
-	case e.lim.Stats().Queued > 0:
+	case lim != nil && lim.Stats().Queued > 0:
 		return stateBusy
 	case full(peek):
 		return stateIdle
-	case limiters.HoldsPermits(e.lim):
+	case lim != nil && limiters.HoldsPermits(lim):
 		// Not full, and its permits may be held: forgetting it would
 		// make their Release land on a fresh limiter.
 		return stateBusy
@@ -518,7 +550,7 @@ func (m *Memory) evict(s *shard, now int64) bool {
 			skip(e)
 			continue
 		}
-		switch peek := e.lim.TryAcquire(0); {
+		switch peek := m.try(e, 0); {
 		case full(peek):
 			if m.classify(e, peek) == stateIdle {
 				m.forget(s, e)
@@ -582,7 +614,7 @@ func (m *Memory) Peek(ctx context.Context, key string) (limiters.Decision, error
 		return limiters.Decision{}, err
 	}
 	if e := s.find(h, key); e != nil {
-		d := e.lim.TryAcquire(0)
+		d := m.try(e, 0)
 		s.mu.Unlock()
 		return d, nil
 	}
@@ -620,8 +652,8 @@ func (m *Memory) Reset(ctx context.Context, key string) error {
 // reset forgets e even if it is in use, remembering the permits it holds as
 // the key's debt. s.mu must be held.
 func (m *Memory) reset(s *shard, e *entry) {
-	if limiters.HoldsPermits(e.lim) {
-		if d := e.lim.TryAcquire(0); d.Remaining < d.Limit {
+	if lim := e.x.Load().lim; lim != nil && limiters.HoldsPermits(lim) {
+		if d := lim.TryAcquire(0); d.Remaining < d.Limit {
 			s.owe(e.key, d.Limit-d.Remaining)
 		}
 	}
@@ -663,8 +695,11 @@ func (m *Memory) Reconfigure(spec limiters.Spec) error {
 		s.mu.Lock()
 		for e := s.head; e != nil; {
 			next := e.next
-			if r, ok := e.lim.(limiters.Reconfigurable); !ok || r.Reconfigure(spec) != nil {
+			compact := e.x.Load().lim == nil
+			if r, ok := m.limiter(e).(limiters.Reconfigurable); !ok || r.Reconfigure(spec) != nil {
 				m.reset(s, e)
+			} else if compact {
+				m.recompact(e)
 			}
 			e = next
 		}

@@ -9,13 +9,28 @@ import (
 )
 
 // entry is one key's limiter. It is 64 bytes, one allocation.
+//
+// A key whose limiter is an idle GCRA or TokenBucket (the factory's, or one
+// that was) keeps no limiter: its whole state is tat, and x points to the
+// configuration it is a state of, which every key of that configuration
+// shares (compact). Its limiter is made again from the two when something
+// needs one: a caller that must wait, Get, Reconfigure. A key of any other
+// limiter has its own holder.
 type entry struct {
 	key        string
-	lim        limiters.Limiter
-	prev, next *entry       // the shard's LRU list: prev is more recently used
-	used       int64        // last use, nanoseconds since Memory.start; guarded by shard.mu
-	refs       atomic.Int32 // repository calls using lim right now (pins)
-	hash       uint32       // the low bits of the key's hash: its home slot
+	x          atomic.Pointer[holder] // the key's limiter, or its configuration; replaced under shard.mu, read without it by pins
+	tat        int64                  // a compact entry's state (limiters.GCRAParams.Pack); guarded by shard.mu
+	prev, next *entry                 // the shard's LRU list: prev is more recently used
+	used       int64                  // last use, nanoseconds since Memory.start; guarded by shard.mu
+	refs       atomic.Int32           // repository calls using the entry right now (pins)
+	hash       uint32                 // the low bits of the key's hash: its home slot
+}
+
+// holder is what an entry's x points to: its limiter, or (lim nil) the
+// configuration of the bucket a compact entry's tat is a state of.
+type holder struct {
+	lim limiters.Limiter
+	p   *limiters.GCRAParams
 }
 
 // shard is one lock's worth of keys: an open-addressing hash table of
@@ -51,8 +66,13 @@ var tomb = new(entry)
 // migrateStep is how many slots of the old table each insert and removal
 // moves: the old table holds len/2 slots' worth of the new one's capacity,
 // and the new one takes 3/8 of its length in inserts before it must grow
-// again, so at 4 a slot the move is over long before.
-const migrateStep = 4
+// again, so the move is over long before. At 16 it is over after 1/32 of
+// the new length in inserts — a twelfth of the way to the next growth —
+// so that the old table, a third of the slots while it lasts, is given
+// back soon: a table that stops growing (a million keys in 256 shards
+// stops 830 inserts after its last doubling) does not keep it for good.
+// Moving 16 slots costs an insert a few hundred nanoseconds at most.
+const migrateStep = 16
 
 // find returns the entry for key, whose hash is h, or nil.
 func (s *shard) find(h uint64, key string) *entry {

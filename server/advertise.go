@@ -191,11 +191,11 @@ type memberReporter interface {
 
 // Members reports the state of each of the view's limits for key.
 func (v view) Members(_ context.Context, key string, n int, into []limiters.Member) ([]limiters.Member, error) {
-	l := v.mem.Get(v.prefix + key)
-	if l == nil {
+	ms, err := v.mem.Members(v.prefix+key, n, into)
+	if err != nil {
 		return into, limiters.ErrClosed
 	}
-	return limiters.Members(l, n, into), nil
+	return ms, nil
 }
 
 // appendLimits appends what stage s advertises for caller.

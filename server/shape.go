@@ -96,10 +96,18 @@ func (rl *RateLimiter) hold(ctx context.Context, key string, l limiters.Limiter,
 // limiter itself when the default storage holds it (nil otherwise).
 func (s *stage) members(ctx context.Context, caller string, into []limiters.Member) ([]limiters.Member, limiters.Limiter, error) {
 	if v, ok := s.set.repo.(view); ok && s.key != "" {
-		if l := v.mem.Get(s.key); l != nil {
-			return limiters.Members(l, s.n, into), l, nil
+		// Members reads a key kept as a bare state without making its
+		// limiter; only a chain's limiter is wanted (its waiters are its
+		// own), and chains are never kept as states.
+		ms, err := v.mem.Members(s.key, s.n, into)
+		if err != nil {
+			return into, nil, errNoMembers
 		}
-		return into, nil, errNoMembers
+		var l limiters.Limiter
+		if len(ms) > 1 {
+			l = v.mem.Get(s.key)
+		}
+		return ms, l, nil
 	}
 	if mr, ok := s.set.repo.(memberReporter); ok {
 		ms, err := mr.Members(ctx, caller, s.n, into)

@@ -145,11 +145,11 @@ func (v view) Members(ctx context.Context, key string, n int, into []limiters.Me
 	if !ok {
 		return into, errNoMembers
 	}
-	l := m.Get(key)
-	if l == nil {
+	ms, err := m.Members(key, n, into)
+	if err != nil {
 		return into, limiters.ErrClosed
 	}
-	return limiters.Members(l, n, into), nil
+	return ms, nil
 }
 
 // errNoMembers: the repository cannot report its limits one by one.
