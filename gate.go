@@ -646,8 +646,34 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		if g.rf.beside = g.hasQuotas(); g.rf.beside {
 			g.rf.pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
 		}
+		// A wait told finer than the second (a time to the window's end,
+		// not a rounded or constant Retry-After) that ends a whole number
+		// of seconds after the last pause ended marks a fixed window:
+		// the server took ok requests in the window from the end of the
+		// last pause to until, and will take no more. A pace faster
+		// than that is refused again in the next window, so it starts
+		// there, as the first refusal's did. (The first refusal's span
+		// began at our first request, maybe late in a window, and may
+		// overstate the rate; this one is a whole window.)
+		if span := until.Sub(g.rf.resumed); d%time.Second != 0 && wholeWindows(span) && span/time.Duration(g.rf.ok) > g.rf.pace.step {
+			g.startPace(until, d)
+		}
 	}
 }
+
+// wholeWindows reports whether span, between the ends of two waits a
+// server asked for, is a whole number of seconds, to within
+// windowDoubt: windows are configured in whole seconds.
+func wholeWindows(span time.Duration) bool {
+	off := (span + windowDoubt) % time.Second
+	return span >= time.Second-windowDoubt && off <= 2*windowDoubt
+}
+
+// windowDoubt is how far from a whole second the span between the ends
+// of two waits may be and still be read as whole windows: each end is
+// the wait the server told plus the way back of its answer, which
+// varies by the jitter of the round trip.
+const windowDoubt = 50 * time.Millisecond
 
 // startPace starts the pace at how many requests the server took between
 // the last pause and until, the end of the wait of d a refusal asked for.
