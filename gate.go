@@ -77,6 +77,8 @@ type refusals struct {
 	beside     bool          // pace was learnt beside quotas, from refusals they did not explain
 	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
 	owedWait   time.Duration // that wait
+	wave       int           // requests of the first wave (sent before any answer) not answered yet
+	waveEnd    time.Time     // until when requests wait for the rest of the first wave's answers; zero: none has waited
 }
 
 // gwaiter is a request waiting at the gate: its declared costs, and the
@@ -94,6 +96,7 @@ type ticket struct {
 	ver    int64     // g.ver when the request was let through
 	pause  int64     // g.pz.count when the request was let through
 	seen   int64     // g.rf.answered when the request was let through: 0 in the first wave
+	late   bool      // its answer comes after it is settled (a stream's status): it leaves the first wave then (leaveWave)
 	at     time.Time // when the request was let through (zero if the gate was quiet)
 	charge [maxQuotas]int64
 }
@@ -130,6 +133,18 @@ func (g *gate) storeWire() {
 // quotas whose reset has passed (what we knew is stale: the next request
 // probes). It reports whether a pause ended. g.mu must be held.
 func (g *gate) advance(now time.Time) (resumed bool) {
+	if g.waveOut() {
+		switch {
+		case g.rf.waveEnd.IsZero():
+			// The first request to wait for the first wave's answers
+			// waits for as long again as the first answers took, and
+			// at most waveWaitMax: one slow call of the first wave (a
+			// long poll) holds the others back once, and not for long.
+			g.rf.waveEnd = now.Add(min(now.Sub(g.rf.resumed), waveWaitMax))
+		case !now.Before(g.rf.waveEnd):
+			g.rf.wave = 0 // the stragglers are not waited for
+		}
+	}
 	if g.pz.on && !now.Before(g.pz.until) {
 		if hold := g.rf.pace.settleWave(g.rf.ok); hold > 0 {
 			// The first refusal ended a burst after all: hold on.
@@ -173,6 +188,8 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 	switch {
 	case !g.pz.until.IsZero() && now.Before(g.pz.until):
 		wake = g.pz.until
+	case g.waveOut() && now.Before(g.rf.waveEnd):
+		wake = g.rf.waveEnd
 	case g.pz.probing:
 	default:
 		decided, wake = false, now
@@ -210,7 +227,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.pz.on || g.pz.probe || g.pz.probing || g.rf.pace.step > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() {
+	if g.pz.on || g.pz.probe || g.pz.probing || g.rf.pace.step > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() {
 		return false
 	}
 	return !g.hasQuotas()
@@ -230,6 +247,9 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		g.rf.resumed = now // the first cycle starts with the first request
 	}
 	*tk = ticket{probe: g.pz.probe, ver: g.ver, pause: g.pz.count, seen: g.rf.answered, charge: *ch, at: now}
+	if g.rf.answered == 0 {
+		g.rf.wave++
+	}
 	if g.pz.probe {
 		g.pz.probe, g.pz.probing = false, true
 	}
@@ -249,6 +269,43 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		next = now.Add(g.rf.pace.step)
 	}
 	g.nextSend = next
+}
+
+// waveOut reports whether answers to the first wave — the requests sent
+// before any answer came back — have begun to come back and some are still
+// out. A request sent then, before they are all in, would go to a server
+// whose word on the first wave is only half heard: the answers of one
+// wave come back in any order, and the goroutines whose successes came
+// first would send a second wave into the limit their siblings' refusals,
+// still on the way, report (a first wave of 10 against a limit of 5 a
+// second: 5 refused, and 5 more). So it waits for them, until waveEnd
+// (advance). g.mu must be held.
+func (g *gate) waveOut() bool { return g.rf.wave > 0 && g.rf.answered > 0 }
+
+// waveWaitMax bounds how long requests wait for the first wave's
+// answers (advance): the answers of one wave come back within the spread
+// of one round trip, not of many.
+const waveWaitMax = 500 * time.Millisecond
+
+// waveHeld is how many requests queue only for the first wave's answers
+// (waveOut): none once a pause has begun. A refusal's first guess at the
+// pace counts them as on the wire, where they would be but for the wait.
+// g.mu must be held.
+func (g *gate) waveHeld() int {
+	if g.rf.waveEnd.IsZero() || g.pz.count > 0 {
+		return 0
+	}
+	return g.q.Len()
+}
+
+// leaveWave takes a request whose answer came late (ticket.late) out of
+// the first wave when its answer comes.
+func (g *gate) leaveWave() {
+	g.mu.Lock()
+	if g.rf.wave > 0 {
+		g.rf.wave--
+	}
+	g.mu.Unlock()
 }
 
 func (g *gate) pauseUntil(until time.Time) {
@@ -462,6 +519,9 @@ func (g *gate) abortLocked(tk *ticket) {
 // on the quotas and its place on the wire. g.mu must be held.
 func (g *gate) settle(tk *ticket) {
 	g.inflight--
+	if tk.seen == 0 && !tk.late && g.rf.wave > 0 {
+		g.rf.wave--
+	}
 	g.storeWire()
 	for i := range g.quotas[:g.nq] {
 		g.quotas[i].unclaim(tk.charge[i])
@@ -607,7 +667,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// us nothing new, and must not compound the backoff.
 			return time.Time{}
 		}
-		hold := g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		hold := g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), tk.seen > 0)
 		g.rf.waveStatus = a.status
 		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
 		g.pz.backoff = min(max(2*g.pz.backoff, g.rf.pace.step, hold), g.maxPause)

@@ -328,7 +328,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if g != nil {
-		t.watch(g, tk.pause, resp) // an answer that comes later: stream.go
+		t.watch(g, &tk, resp) // an answer that comes later: stream.go
 	}
 	if t.holds {
 		if resp.Body == nil || resp.Body == http.NoBody {
@@ -400,7 +400,7 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 			// as one that it admits. Its answer, when it comes, is
 			// learned then (watch); counted now, a refused stream would
 			// count as one the server took.
-			la = nil
+			la, tk.late = nil, true
 		}
 		paused := g.done(tk, la, now)
 		if t.store != nil && g == own {
