@@ -157,7 +157,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			// success had been counted when it came back: the answers of
 			// the wave it ended have been counted since.
 			if g.rf.ok > 0 && g.rf.pace.step == 0 {
-				g.startPace(g.rf.owed, g.rf.owedWait)
+				g.startPace(g.rf.owed.Sub(g.rf.resumed), g.rf.owedWait)
 			}
 			g.rf.owed = time.Time{}
 		}
@@ -698,7 +698,7 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		g.rf.owed, g.rf.owedWait = until, d
 	case g.rf.ok == 0:
 	case g.rf.pace.step == 0:
-		g.startPace(until, d)
+		g.startPace(until.Sub(g.rf.resumed), d)
 	default:
 		g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
 		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
@@ -714,9 +714,20 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		// than that is refused again in the next window, so it starts
 		// there, as the first refusal's did. (The first refusal's span
 		// began at our first request, maybe late in a window, and may
-		// overstate the rate; this one is a whole window.)
-		if span := until.Sub(g.rf.resumed); d%time.Second != 0 && wholeWindows(span) && span/time.Duration(g.rf.ok) > g.rf.pace.step {
-			g.startPace(until, d)
+		// overstate the rate; this one is a whole window.) The window
+		// began where the last pause was to end, not where the gate
+		// noticed (rf.resumed, later on a loaded machine); and it lasts
+		// the whole seconds the span is near: each end of the span is
+		// late by the way back of its answer, and by how long a loaded
+		// machine took to learn it, which differ.
+		from := g.rf.resumed
+		if !g.pz.until.IsZero() && g.pz.until.Before(from) {
+			from = g.pz.until
+		}
+		if span := until.Sub(from); d%time.Second != 0 && wholeWindows(span) {
+			if w := span.Round(time.Second); w/time.Duration(g.rf.ok) > g.rf.pace.step {
+				g.startPace(w, d)
+			}
 		}
 	}
 }
@@ -735,11 +746,11 @@ func wholeWindows(span time.Duration) bool {
 // varies by the jitter of the round trip.
 const windowDoubt = 50 * time.Millisecond
 
-// startPace starts the pace at how many requests the server took between
-// the last pause and until, the end of the wait of d a refusal asked for.
-// g.mu must be held.
-func (g *gate) startPace(until time.Time, d time.Duration) {
-	g.rf.pace.measured(min(until.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause), d)
+// startPace starts the pace at how many requests the server took (ok,
+// counted since the last pause ended) over span, from the last pause's
+// end to the end of the wait of d a refusal asked for. g.mu must be held.
+func (g *gate) startPace(span, d time.Duration) {
+	g.rf.pace.measured(min(span/time.Duration(g.rf.ok), g.maxPause), d)
 	g.rf.beside = g.hasQuotas()
 }
 
