@@ -691,14 +691,15 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 // held.
 func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time) {
 	switch {
-	case g.rf.ok == 0 && g.rf.pace.step == 0:
-		// No success counted yet (answers that come back together are
-		// counted in any order): the pace is set when the pause ends,
-		// from what the wave got through (advance).
+	case g.rf.pace.step == 0:
+		// The pace is set when the pause ends, from all that the wave
+		// got through (advance): answers that come back together are
+		// counted in any order, and this refusal may be counted before
+		// most of its wave's successes (a stream's are counted when its
+		// first message is read: 2 of 5 and a pace of 500 ms, for a
+		// server that takes 5 a second, on a loaded machine).
 		g.rf.owed, g.rf.owedWait = until, d
 	case g.rf.ok == 0:
-	case g.rf.pace.step == 0:
-		g.startPace(until.Sub(g.rf.resumed), d)
 	default:
 		g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
 		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
