@@ -76,10 +76,19 @@ func bucketName(a *answer) string {
 }
 
 // routeTable is the routes a partition has learned, and each one's bucket
-// gate: a list while there are few (comparing a few strings costs less
-// than hashing a route, on every request), a map past smallRoutes. It is
-// replaced, never changed in place.
+// gate: one route in the table itself (most hosts name one bucket, and a
+// Transport may hold many hosts), more in a routeSet. It is replaced,
+// never changed in place.
 type routeTable struct {
+	routeGate           // the only route, when more is nil
+	more      *routeSet // every route, once there are two or more
+}
+
+// routeSet is the routes of a routeTable that has more than one: a list
+// while there are few (comparing a few strings costs less than hashing a
+// route, on every request), a map past smallRoutes. It is replaced, never
+// changed in place.
+type routeSet struct {
 	list []routeGate // when m is nil
 	m    map[route]*gate
 }
@@ -89,10 +98,39 @@ type routeGate struct {
 	g *gate
 }
 
-// smallRoutes is the most routes a routeTable keeps in its list.
+// smallRoutes is the most routes a routeSet keeps in its list.
 const smallRoutes = 8
 
 func (t *routeTable) get(r route) *gate {
+	if t.more != nil {
+		return t.more.get(r)
+	}
+	if t.r == r {
+		return t.g
+	}
+	return nil
+}
+
+func (t *routeTable) len() int {
+	if t.more != nil {
+		return t.more.len()
+	}
+	return 1
+}
+
+// with returns a copy of t (which may be nil) in which r is b's route.
+func (t *routeTable) with(r route, b *gate) *routeTable {
+	r = route{strings.Clone(r.method), strings.Clone(r.first), strings.Clone(r.second)}
+	switch {
+	case t == nil, t.more == nil && t.r == r:
+		return &routeTable{routeGate: routeGate{r, b}}
+	case t.more == nil:
+		return &routeTable{more: &routeSet{list: []routeGate{t.routeGate, {r, b}}}}
+	}
+	return &routeTable{more: t.more.with(r, b)}
+}
+
+func (t *routeSet) get(r route) *gate {
 	if t.m != nil {
 		return t.m[r]
 	}
@@ -104,41 +142,37 @@ func (t *routeTable) get(r route) *gate {
 	return nil
 }
 
-func (t *routeTable) len() int {
+func (t *routeSet) len() int {
 	if t.m != nil {
 		return len(t.m)
 	}
 	return len(t.list)
 }
 
-// with returns a copy of t (which may be nil) in which r is b's route.
-func (t *routeTable) with(r route, b *gate) *routeTable {
-	r = route{strings.Clone(r.method), strings.Clone(r.first), strings.Clone(r.second)}
-	switch {
-	case t == nil:
-		return &routeTable{list: []routeGate{{r, b}}}
-	case t.m != nil:
+// with returns a copy of t in which r (cloned) is b's route.
+func (t *routeSet) with(r route, b *gate) *routeSet {
+	if t.m != nil {
 		m := maps.Clone(t.m)
 		m[r] = b
-		return &routeTable{m: m}
+		return &routeSet{m: m}
 	}
 	list := make([]routeGate, len(t.list), len(t.list)+1)
 	copy(list, t.list)
 	for i := range list {
 		if list[i].r == r {
 			list[i].g = b
-			return &routeTable{list: list}
+			return &routeSet{list: list}
 		}
 	}
 	if len(list) < smallRoutes {
-		return &routeTable{list: append(list, routeGate{r, b})}
+		return &routeSet{list: append(list, routeGate{r, b})}
 	}
 	m := make(map[route]*gate, len(list)+1)
 	for _, e := range list {
 		m[e.r] = e.g
 	}
 	m[r] = b
-	return &routeTable{m: m}
+	return &routeSet{m: m}
 }
 
 // routed returns the bucket gate req's route belongs to, or nil. It takes
@@ -156,21 +190,47 @@ func (g *gate) routed(r route) *gate {
 func (g *gate) bucket(name string, r route) *gate {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	b := g.buckets[name]
+	var b *gate
+	for c := range g.bucketGates {
+		if c.named() == name {
+			b = c
+			break
+		}
+	}
 	if b == nil {
 		if g.buckets == nil {
-			g.buckets = make(map[string]*gate)
 			g.wire.Store(int64(g.inflight)) // storeWire's from now on
 		}
-		name = strings.Clone(name)
-		b = &gate{key: g.key + "#" + name, name: name, maxPause: g.maxPause, emit: g.emit, closed: g.closed, parent: g}
-		g.buckets[name] = b
+		b = &gate{key: g.key + "#" + name, maxPause: g.maxPause, emit: g.emit, closed: g.closed, parent: g, buckets: g.buckets}
+		g.buckets = b
 	}
 	old := g.routes.Load()
 	if old == nil || old.get(r) != b && old.len() < maxRoutes {
 		g.routes.Store(old.with(r, b))
 	}
 	return b
+}
+
+// bucketGates yields the gates of the buckets of g, a partition's own
+// gate, newest first. g.mu must be held.
+func (g *gate) bucketGates(yield func(*gate) bool) {
+	if g.parent != nil {
+		return // a bucket's gate: its buckets field links its siblings
+	}
+	for b := g.buckets; b != nil; b = b.buckets {
+		if !yield(b) {
+			return
+		}
+	}
+}
+
+// named is the name of the bucket whose gate g is, or "" for a
+// partition's own gate: its key after its partition's and "#".
+func (g *gate) named() string {
+	if g.parent == nil {
+		return ""
+	}
+	return g.key[len(g.parent.key)+1:]
 }
 
 // observe learns from an answer to a request another gate let through

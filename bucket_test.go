@@ -12,7 +12,7 @@ func TestRouteTable(t *testing.T) {
 	gates := make([]*gate, 3*smallRoutes)
 	var tab *routeTable
 	for i := range gates {
-		gates[i] = &gate{name: strconv.Itoa(i)}
+		gates[i] = &gate{key: strconv.Itoa(i)}
 		tab = tab.with(route{"GET", "r" + strconv.Itoa(i), ""}, gates[i])
 		if tab.len() != i+1 {
 			t.Fatalf("after %d routes: len %d", i+1, tab.len())
@@ -31,5 +31,33 @@ func TestRouteTable(t *testing.T) {
 				t.Fatalf("with %d routes: re-pointing r0 changed the original or lost it", i+1)
 			}
 		}
+	}
+}
+
+// TestBucketGates: a partition's gate lists the gates of the buckets its
+// answers named, each once, named after its key; a bucket's gate lists
+// none, though it links its siblings.
+func TestBucketGates(t *testing.T) {
+	g := &gate{key: "api.test"}
+	core := g.bucket("core", route{"GET", "repos", "x"})
+	search := g.bucket("search", route{"GET", "search", "issues"})
+	if again := g.bucket("core", route{"GET", "users", "x"}); again != core {
+		t.Fatalf("core named twice: two gates")
+	}
+	var names []string
+	for b := range g.bucketGates {
+		names = append(names, b.named())
+	}
+	if len(names) != 2 || names[0] != "search" || names[1] != "core" {
+		t.Fatalf("bucket gates: %q", names)
+	}
+	if core.key != "api.test#core" || g.named() != "" || search.parent != g {
+		t.Fatalf("keys and names: %q %q", core.key, g.named())
+	}
+	for b := range search.bucketGates {
+		t.Fatalf("a bucket's gate lists %q", b.key)
+	}
+	if g.routed(route{"GET", "users", "x"}) != core || g.routed(route{"GET", "search", "issues"}) != search {
+		t.Fatalf("routes not remembered")
 	}
 }

@@ -23,36 +23,39 @@ type gate struct {
 	maxPause time.Duration // the longest one answer may pause the partition
 	emit     func(Event)   // the Transport's observer, or nil
 
-	mu     sync.Mutex
-	q      waitq.Queue
-	timer  *time.Timer
-	closed bool
+	mu    sync.Mutex
+	q     *waitq.Queue // made with the first waiter (queue); nil answers as empty
+	timer *time.Timer
 
 	// A partition's own gate holds the gates of the buckets its host's
-	// answers named, and the routes learned for each (bucket.go).
-	buckets map[string]*gate
-	routes  atomic.Pointer[routeTable] // replaced, never changed: read without g.mu
-	name    string                     // a bucket's name, or ""
-	parent  *gate                      // a bucket's partition gate, or nil
-	wire    atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
-	shared  atomic.Bool                // a FeedbackStore shares a quota of this partition (feedback.go)
-	heard   atomic.Bool                // an answer said something of rate limits, or refused: learn reads the clock
-	held    atomic.Pointer[Event]      // a pause advance prolonged, for report to tell the observer
+	// answers named, in a list (bucketGates), and the routes learned for
+	// each (bucket.go). A bucket's gate is named by its key: its
+	// partition's, "#", its name (named).
+	buckets   *gate                      // a partition's gate: its first bucket's; a bucket's: the next bucket's
+	routes    atomic.Pointer[routeTable] // replaced, never changed: read without g.mu
+	parent    *gate                      // a bucket's partition gate, or nil
+	wire      atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
+	shared    atomic.Bool                // a FeedbackStore shares a quota of this partition (feedback.go)
+	heard     atomic.Bool                // an answer said something of rate limits, or refused: learn reads the clock
+	closed    bool
+	elsewhere bool                  // the pause waits for another Transport's probe (feedback.go)
+	nq        uint8                 // len(quotas), at most maxQuotas
+	wave      int32                 // requests of the first wave (sent before any answer) not answered yet (waveOut)
+	held      atomic.Pointer[Event] // a pause advance prolonged, for report to tell the observer
 
 	// What the server said, each a model of its own, fed what the
 	// answers say: the quotas it reports (quota.go), the pause a refusal
 	// or an empty quota asks for (pause), the pace its refusals teach
 	// when it advertises no quota that explains them (refusals, aimd.go),
 	// and where in their second its whole-second resets fall (whole.go).
-	quotas    []quota // made with the first; a slot keeps its name for good
-	nq        int     // len(quotas), at most maxQuotas
-	ver       int64   // answers with quotas applied so far
-	pz        pause
-	rf        refusals
-	ws        wholeSecond
-	nextSend  time.Time // pacing: the next request waits until then
-	inflight  int       // admitted, not yet answered
-	elsewhere bool      // the pause waits for another Transport's probe (feedback.go)
+	quotas   []quota // made with the first; a slot keeps its name for good
+	ver      int64   // answers with quotas applied so far
+	pz       pause
+	rf       cycle     // what refusals are measured against: every gate counts
+	rl       *refusals // what refusals taught: nil until one does (refusals)
+	ws       wholeSecond
+	nextSend time.Time // pacing: the next request waits until then
+	inflight int       // admitted, not yet answered
 }
 
 // pause is the partition's pause: until when no request starts, and the
@@ -66,19 +69,47 @@ type pause struct {
 	backoff time.Duration // the pause a bare refusal begins, doubling with each refused probe
 }
 
+// cycle is what a partition's refusals are measured against, counted by
+// every gate from its first request on.
+type cycle struct {
+	resumed  time.Time // when the last pause ended
+	ok       int       // successful responses since resumed
+	answered int64     // answers learned from so far
+}
+
 // refusals is what a partition's refusals teach when no quota it reports
-// explains them: the pace (aimd) and what it is measured over.
+// explains them: the pace (aimd). Most partitions are never refused: a
+// gate makes it with the first refusal that needs it (refusals).
 type refusals struct {
 	pace       aimd
-	resumed    time.Time     // when the last pause ended
-	ok         int           // successful responses since resumed
-	answered   int64         // answers learned from so far
 	waveStatus int           // the status of the first refusal, while the pace's wave is pending
 	beside     bool          // pace was learnt beside quotas, from refusals they did not explain
 	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
 	owedWait   time.Duration // that wait
-	wave       int           // requests of the first wave (sent before any answer) not answered yet
-	waveEnd    time.Time     // until when requests wait for the rest of the first wave's answers; zero: none has waited
+	// waveEnd: until when requests wait for the rest of the first
+	// wave's answers, which may carry refusals (waveOut); zero: none has
+	// waited. Here, not in every gate: only a partition whose first
+	// requests went together waits for them.
+	waveEnd time.Time
+}
+
+// refusals returns what g's refusals taught, making it on first use.
+// Paths every request takes read the pace through paceStep instead, and
+// leave it nil. g.mu must be held.
+func (g *gate) refusals() *refusals {
+	if g.rl == nil {
+		g.rl = new(refusals)
+	}
+	return g.rl
+}
+
+// paceStep is the interval of the pace refusals taught, or 0: what
+// refusals().pace.step is, without making it. g.mu must be held.
+func (g *gate) paceStep() time.Duration {
+	if g.rl == nil {
+		return 0
+	}
+	return g.rl.pace.step
 }
 
 // gwaiter is a request waiting at the gate: its declared costs, and the
@@ -93,10 +124,10 @@ type gwaiter struct {
 // its place in the order of admissions, and what it claimed of each quota.
 type ticket struct {
 	probe  bool
+	late   bool      // its answer comes after it is settled (a stream's status): it leaves the first wave then (leaveWave)
 	ver    int64     // g.ver when the request was let through
 	pause  int64     // g.pz.count when the request was let through
 	seen   int64     // g.rf.answered when the request was let through: 0 in the first wave
-	late   bool      // its answer comes after it is settled (a stream's status): it leaves the first wave then (leaveWave)
 	at     time.Time // when the request was let through (zero if the gate was quiet)
 	charge [maxQuotas]int64
 }
@@ -106,6 +137,15 @@ type ticket struct {
 // "0" means "within the second", and a reset that has passed while nothing
 // remains means "not yet", not "no information".
 const notYet = time.Second
+
+// queue returns the gate's wait queue, making it with the first waiter:
+// most partitions never queue anyone. g.mu must be held.
+func (g *gate) queue() *waitq.Queue {
+	if g.q == nil {
+		g.q = new(waitq.Queue)
+	}
+	return g.q
+}
 
 // onWire is how many requests may be spending the gate's quotas now: its
 // own on the wire, and for a bucket, those its partition's gate let
@@ -124,7 +164,7 @@ func (g *gate) onWire() int {
 // request, waits for the first (bucket stores wire when it makes it).
 // g.mu must be held.
 func (g *gate) storeWire() {
-	if g.buckets != nil {
+	if g.parent == nil && g.buckets != nil {
 		g.wire.Store(int64(g.inflight))
 	}
 }
@@ -135,31 +175,31 @@ func (g *gate) storeWire() {
 func (g *gate) advance(now time.Time) (resumed bool) {
 	if g.waveOut() {
 		switch {
-		case g.rf.waveEnd.IsZero():
+		case g.refusals().waveEnd.IsZero():
 			// The first request to wait for the first wave's answers
 			// waits for as long again as the first answers took, and
 			// at most waveWaitMax: one slow call of the first wave (a
 			// long poll) holds the others back once, and not for long.
-			g.rf.waveEnd = now.Add(min(now.Sub(g.rf.resumed), waveWaitMax))
-		case !now.Before(g.rf.waveEnd):
-			g.rf.wave = 0 // the stragglers are not waited for
+			g.rl.waveEnd = now.Add(min(now.Sub(g.rf.resumed), waveWaitMax))
+		case !now.Before(g.rl.waveEnd):
+			g.wave = 0 // the stragglers are not waited for
 		}
 	}
 	if g.pz.on && !now.Before(g.pz.until) {
-		if hold := g.rf.pace.settleWave(g.rf.ok); hold > 0 {
+		if hold := g.refusals().pace.settleWave(g.rf.ok); hold > 0 {
 			// The first refusal ended a burst after all: hold on.
 			g.pz.until = now.Add(min(hold, g.maxPause))
-			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: g.rf.waveStatus})
+			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: g.refusals().waveStatus})
 			return false
 		}
-		if !g.rf.owed.IsZero() {
+		if !g.refusals().owed.IsZero() {
 			// A refusal that asked for a wait and taught no pace, as no
 			// success had been counted when it came back: the answers of
 			// the wave it ended have been counted since.
-			if g.rf.ok > 0 && g.rf.pace.step == 0 {
-				g.startPace(g.rf.owed.Sub(g.rf.resumed), g.rf.owedWait)
+			if g.rf.ok > 0 && g.refusals().pace.step == 0 {
+				g.startPace(g.refusals().owed.Sub(g.rf.resumed), g.refusals().owedWait)
 			}
-			g.rf.owed = time.Time{}
+			g.refusals().owed = time.Time{}
 		}
 		g.pz.on = false
 		g.rf.resumed, g.rf.ok = now, 0
@@ -188,8 +228,8 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 	switch {
 	case !g.pz.until.IsZero() && now.Before(g.pz.until):
 		wake = g.pz.until
-	case g.waveOut() && now.Before(g.rf.waveEnd):
-		wake = g.rf.waveEnd
+	case g.waveOut() && g.rl != nil && now.Before(g.rl.waveEnd):
+		wake = g.rl.waveEnd
 	case g.pz.probing:
 	default:
 		decided, wake = false, now
@@ -227,7 +267,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.pz.on || g.pz.probe || g.pz.probing || g.rf.pace.step > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() {
+	if g.pz.on || g.pz.probe || g.pz.probing || g.paceStep() > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() {
 		return false
 	}
 	return !g.hasQuotas()
@@ -248,7 +288,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	}
 	*tk = ticket{probe: g.pz.probe, ver: g.ver, pause: g.pz.count, seen: g.rf.answered, charge: *ch, at: now}
 	if g.rf.answered == 0 {
-		g.rf.wave++
+		g.wave++
 	}
 	if g.pz.probe {
 		g.pz.probe, g.pz.probing = false, true
@@ -265,8 +305,8 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 			next = now.Add(d)
 		}
 	}
-	if g.rf.pace.step > 0 && now.Add(g.rf.pace.step).After(next) {
-		next = now.Add(g.rf.pace.step)
+	if step := g.paceStep(); step > 0 && now.Add(step).After(next) {
+		next = now.Add(step)
 	}
 	g.nextSend = next
 }
@@ -280,7 +320,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 // still on the way, report (a first wave of 10 against a limit of 5 a
 // second: 5 refused, and 5 more). So it waits for them, until waveEnd
 // (advance). g.mu must be held.
-func (g *gate) waveOut() bool { return g.rf.wave > 0 && g.rf.answered > 0 }
+func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
 
 // waveWaitMax bounds how long requests wait for the first wave's
 // answers (advance): the answers of one wave come back within the spread
@@ -292,7 +332,7 @@ const waveWaitMax = 500 * time.Millisecond
 // pace counts them as on the wire, where they would be but for the wait.
 // g.mu must be held.
 func (g *gate) waveHeld() int {
-	if g.rf.waveEnd.IsZero() || g.pz.count > 0 {
+	if g.rl == nil || g.rl.waveEnd.IsZero() || g.pz.count > 0 {
 		return 0
 	}
 	return g.q.Len()
@@ -302,8 +342,8 @@ func (g *gate) waveHeld() int {
 // the first wave when its answer comes.
 func (g *gate) leaveWave() {
 	g.mu.Lock()
-	if g.rf.wave > 0 {
-		g.rf.wave--
+	if g.wave > 0 {
+		g.wave--
 	}
 	g.mu.Unlock()
 }
@@ -367,7 +407,7 @@ func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticke
 	}
 	w = &gwaiter{w: waitq.NewWaiter(1, p), cost: c}
 	w.w.Value = w
-	g.q.Push(w.w)
+	g.queue().Push(w.w)
 	resumed = g.dispatch(now) || resumed
 	g.mu.Unlock()
 	g.report(resumed)
@@ -437,7 +477,7 @@ func (g *gate) due(now time.Time, p int) time.Time {
 			// Behind a probe: its answer decides; we cannot tell.
 			return time.Time{}
 		}
-		step := g.rf.pace.step
+		step := g.paceStep()
 		for i := range g.quotas[:g.nq] {
 			q := &g.quotas[i]
 			if a := q.avail(now, g.onWire()); q.known && !q.refill && !q.guessed && a > 0 && low(a, q.limit) {
@@ -519,8 +559,8 @@ func (g *gate) abortLocked(tk *ticket) {
 // on the quotas and its place on the wire. g.mu must be held.
 func (g *gate) settle(tk *ticket) {
 	g.inflight--
-	if tk.seen == 0 && !tk.late && g.rf.wave > 0 {
-		g.rf.wave--
+	if tk.seen == 0 && !tk.late && g.wave > 0 {
+		g.wave--
 	}
 	g.storeWire()
 	for i := range g.quotas[:g.nq] {
@@ -667,18 +707,24 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// us nothing new, and must not compound the backoff.
 			return time.Time{}
 		}
-		hold := g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), tk.seen > 0)
-		g.rf.waveStatus = a.status
-		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
-		g.pz.backoff = min(max(2*g.pz.backoff, g.rf.pace.step, hold), g.maxPause)
+		hold := g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), tk.seen > 0)
+		if a.info.HasRetryAfter && hold > aimdSpan {
+			// "Retry-After: 0" (koa-ratelimit truncates the wait to whole
+			// seconds): the server says its window ends within the
+			// second, and puts no debt beyond it.
+			hold = aimdSpan
+		}
+		g.refusals().waveStatus = a.status
+		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
+		g.pz.backoff = min(max(2*g.pz.backoff, g.refusals().pace.step, hold), g.maxPause)
 		g.pauseUntil(now.Add(g.pz.backoff))
 		return g.pz.until
 	}
 	if a.status < 400 {
 		g.pz.backoff = 0
 		g.rf.ok++
-		if fresh {
-			g.rf.pace.succeeded()
+		if fresh && g.rl != nil {
+			g.refusals().pace.succeeded()
 		}
 	}
 	return g.learnQuotas(tk, a, now)
@@ -691,21 +737,21 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 // held.
 func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time) {
 	switch {
-	case g.rf.pace.step == 0:
+	case g.refusals().pace.step == 0:
 		// The pace is set when the pause ends, from all that the wave
 		// got through (advance): answers that come back together are
 		// counted in any order, and this refusal may be counted before
 		// most of its wave's successes (a stream's are counted when its
 		// first message is read: 2 of 5 and a pace of 500 ms, for a
 		// server that takes 5 a second, on a loaded machine).
-		g.rf.owed, g.rf.owedWait = until, d
+		g.refusals().owed, g.refusals().owedWait = until, d
 	case g.rf.ok == 0:
 	default:
-		g.rf.pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
-		g.rf.pace.step = min(g.rf.pace.step, g.maxPause)
-		g.rf.pace.penalty = d
-		if g.rf.beside = g.hasQuotas(); g.rf.beside {
-			g.rf.pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
+		g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
+		g.refusals().pace.penalty = d
+		if g.refusals().beside = g.hasQuotas(); g.refusals().beside {
+			g.refusals().pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
 		}
 		// A wait told finer than the second (a time to the window's end,
 		// not a rounded or constant Retry-After) that ends a whole number
@@ -726,7 +772,7 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 			from = g.pz.until
 		}
 		if span := until.Sub(from); d%time.Second != 0 && wholeWindows(span) {
-			if w := span.Round(time.Second); w/time.Duration(g.rf.ok) > g.rf.pace.step {
+			if w := span.Round(time.Second); w/time.Duration(g.rf.ok) > g.refusals().pace.step {
 				g.startPace(w, d)
 			}
 		}
@@ -751,8 +797,8 @@ const windowDoubt = 50 * time.Millisecond
 // counted since the last pause ended) over span, from the last pause's
 // end to the end of the wait of d a refusal asked for. g.mu must be held.
 func (g *gate) startPace(span, d time.Duration) {
-	g.rf.pace.measured(min(span/time.Duration(g.rf.ok), g.maxPause), d)
-	g.rf.beside = g.hasQuotas()
+	g.refusals().pace.measured(min(span/time.Duration(g.rf.ok), g.maxPause), d)
+	g.refusals().beside = g.hasQuotas()
 }
 
 // tighten brings the reset of each quota a refusal a says is at zero
@@ -812,7 +858,7 @@ func (g *gate) unexplained() bool {
 // learnQuotas applies the quotas an answer reports. It returns the end of
 // a pause a quota at zero started, or zero. g.mu must be held.
 func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
-	if tk.probe && !g.ws.reset.IsZero() && a.status < 400 {
+	if tk.probe && g.ws.reset != 0 && a.status < 400 {
 		g.ws.learn(a, now)
 	}
 	twins(a.info.Quotas, now)
@@ -878,10 +924,10 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	if learned {
 		g.ver++
-		if a.status < 400 && !g.rf.beside {
+		if a.status < 400 && g.rl != nil && !g.rl.beside {
 			// The server has started to advertise its quotas: they
 			// pace the partition now.
-			g.rf.pace = aimd{}
+			g.rl.pace = aimd{}
 		}
 	}
 	if !until.IsZero() {
@@ -945,7 +991,7 @@ func maxTime(a, b time.Time) time.Time {
 // neutral reports whether the gate holds nothing worth remembering,
 // nor do its buckets' gates. g.mu must be held.
 func (g *gate) neutral(now time.Time) bool {
-	for _, b := range g.buckets {
+	for b := range g.bucketGates {
 		b.mu.Lock() // a partition's gate, then its buckets': as close does
 		n := b.neutral(now)
 		b.mu.Unlock()
@@ -953,7 +999,7 @@ func (g *gate) neutral(now time.Time) bool {
 			return false
 		}
 	}
-	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) || g.rf.pace.step > 0 || g.ws.phase > 0 {
+	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) || g.paceStep() > 0 || g.ws.phase > 0 {
 		return false
 	}
 	for i := range g.quotas[:g.nq] {
@@ -971,7 +1017,7 @@ func (g *gate) close() {
 		return
 	}
 	g.closed = true
-	for _, b := range g.buckets {
+	for b := range g.bucketGates {
 		b.close()
 	}
 	for h := g.q.Head(); h != nil; h = g.q.Head() {

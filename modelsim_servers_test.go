@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -42,7 +43,10 @@ type simWire struct {
 	h       http.Handler
 	latency time.Duration // one way
 	jitter  time.Duration // extra on the way there: uniform in [0, jitter]
-	seed    uint64
+	// back is extra on the way back, uniform in [0, back]: answers that
+	// come back out of the order they were sent in (a loaded machine).
+	back time.Duration
+	seed uint64
 
 	// trace, when set, keeps the exchanges up to ten after the first
 	// request sent during a pause, for a test to print.
@@ -84,8 +88,10 @@ func (w *simWire) counts() simCounts {
 	return simCounts{w.ok, w.refused, w.inPause, w.requests}
 }
 
-func (w *simWire) draw() time.Duration {
-	if w.jitter <= 0 {
+func (w *simWire) draw() time.Duration { return w.uniform(w.jitter) }
+
+func (w *simWire) uniform(d time.Duration) time.Duration {
+	if d <= 0 {
 		return 0
 	}
 	w.mu.Lock()
@@ -93,7 +99,7 @@ func (w *simWire) draw() time.Duration {
 	if w.rng == nil {
 		w.rng = rand.New(rand.NewPCG(w.seed, w.seed^0x9e3779b97f4a7c15))
 	}
-	return time.Duration(w.rng.Int64N(int64(w.jitter) + 1))
+	return time.Duration(w.rng.Int64N(int64(d) + 1))
 }
 
 // simSleep waits d in fake time, or until ctx is done.
@@ -110,6 +116,9 @@ func simSleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// simObserve, when set by a test that runs alone, hears every exchange.
+var simObserve func(sent, arrived time.Time, status int, h http.Header)
 
 func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil {
@@ -164,6 +173,9 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 		wait = headers.Parse(resp.Header, arrived).Delay(arrived)
 	}
 	resp.Header.Del(askedWait)
+	if simObserve != nil {
+		simObserve(sent, arrived, resp.StatusCode, resp.Header)
+	}
 	w.mu.Lock()
 	if refused {
 		w.refused++
@@ -171,7 +183,7 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 		w.ok++
 	}
 	w.mu.Unlock()
-	if err := simSleep(ctx, w.latency); err != nil {
+	if err := simSleep(ctx, w.latency+w.uniform(w.back)); err != nil {
 		return nil, err
 	}
 	w.mu.Lock()
@@ -597,4 +609,105 @@ func (b *bareWindow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprint(w, "ok")
+}
+
+// koaRedisLog mimics koa-ratelimit (v6) over its Redis driver,
+// async-ratelimiter (v1.6), as read from their sources: a sliding log in a
+// sorted set scored in milliseconds (a fraction of one included). Entries
+// older than the duration go; with count left, remaining = max − count and,
+// if it is above zero, the request is logged. The reset is the oldest entry
+// (or now, when none) plus the duration, written as epoch seconds rounded
+// DOWN. The middleware writes X-RateLimit-Limit, X-RateLimit-Remaining as
+// remaining−1 (0 when none) and X-RateLimit-Reset on every answer, and on a
+// refusal (remaining 0) Retry-After as (reset − now/1000) truncated towards
+// zero: 0 or 1 for a window of a few seconds, never the exact wait.
+// Refusals are not logged.
+type koaRedisLog struct {
+	max      int
+	duration int64 // ms
+
+	mu  sync.Mutex
+	log []float64 // ms, oldest first
+}
+
+func (k *koaRedisLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	k.mu.Lock()
+	now := float64(time.Now().UnixMicro()) / 1000 // microtime.now(): ms with a fraction
+	start := now - float64(k.duration)
+	for len(k.log) > 0 && k.log[0] <= start {
+		k.log = k.log[1:]
+	}
+	oldest := now
+	if len(k.log) > 0 {
+		oldest = k.log[0]
+	}
+	remaining := k.max - len(k.log)
+	if remaining > 0 {
+		k.log = append(k.log, now)
+	}
+	reset := int64(math.Floor((oldest + float64(k.duration)) / 1000))
+	k.mu.Unlock()
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(k.max))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(max(remaining-1, 0)))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	if remaining > 0 {
+		fmt.Fprint(w, "ok")
+		return
+	}
+	after := int64(float64(reset) - float64(time.Now().UnixMilli())/1000) // JavaScript's x|0
+	h.Set("Retry-After", strconv.FormatInt(after, 10))
+	// The wait the refusal asks for, as the test counts it: what
+	// Retry-After says, whole seconds from now.
+	h.Set(askedWait, (time.Duration(max(after, 0)) * time.Second).String())
+	w.WriteHeader(http.StatusTooManyRequests)
+	fmt.Fprintf(w, "Rate limit exceeded, retry in %d ms.", (reset*1000-time.Now().UnixMilli())|0)
+}
+
+// koaMemory mimics koa-ratelimit (v6) over its memory driver, as read from
+// its source: a fixed window per client that starts at the first request
+// after the last one expired (reset = that request's time + duration, in
+// epoch seconds with microseconds), counting down from max; a request that
+// finds remaining 0 is refused with Retry-After (reset − now) truncated
+// towards zero — 0 for a window of a second. With disableHeader it writes
+// nothing else; otherwise X-RateLimit-Remaining (remaining−1, 0 at
+// none), X-RateLimit-Reset (the fractional epoch seconds) and
+// X-RateLimit-Limit on every answer.
+type koaMemory struct {
+	max           int
+	duration      time.Duration
+	disableHeader bool
+
+	mu        sync.Mutex
+	reset     time.Time
+	remaining int
+}
+
+func (k *koaMemory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	k.mu.Lock()
+	now := time.Now().Truncate(time.Microsecond)
+	if k.reset.IsZero() || k.reset.Before(now) {
+		k.reset, k.remaining = now.Add(k.duration), k.max
+	} else {
+		k.remaining = max(k.remaining-1, 0)
+	}
+	remaining, reset := k.remaining, k.reset
+	k.mu.Unlock()
+	h := w.Header()
+	if !k.disableHeader {
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(max(remaining-1, 0)))
+		h.Set("X-RateLimit-Reset", strconv.FormatFloat(float64(reset.UnixMicro())/1e6, 'f', -1, 64))
+		h.Set("X-RateLimit-Limit", strconv.Itoa(k.max))
+	}
+	if remaining > 0 {
+		fmt.Fprint(w, "ok")
+		return
+	}
+	after := int64(reset.Sub(now) / time.Second) // (reset − now/1000)|0
+	h.Set("Retry-After", strconv.FormatInt(after, 10))
+	if after > 0 {
+		h.Set(askedWait, (time.Duration(after) * time.Second).String())
+	}
+	w.WriteHeader(http.StatusTooManyRequests)
+	fmt.Fprintf(w, "Rate limit exceeded, retry in %d ms.", reset.Sub(now).Milliseconds())
 }

@@ -78,6 +78,19 @@ func idealSliding(q simQuota, total int, _ time.Duration) time.Duration {
 	return q.window + time.Duration(total-q.n)*q.window/time.Duration(q.n)
 }
 
+// idealSlidingCounter: the same for the sliding-window counter of
+// Cloudflare and many gateways (slidingRefuser), which admits a request
+// only while prev·(1−elapsed/window) + curr + 1 ≤ n: at an even rate r the
+// weighted count reaches r just before each request, so no rate above
+// n−1 per window gets through for long. A window's worth at once, then
+// n−1 per window.
+func idealSlidingCounter(q simQuota, total int, _ time.Duration) time.Duration {
+	if q.n < 2 {
+		return idealSliding(q, total, 0)
+	}
+	return q.window + time.Duration(total-q.n)*q.window/time.Duration(q.n-1)
+}
+
 // idealBucket: a token bucket of burst n/2 takes its burst at once, then
 // one every window/n.
 func idealBucket(q simQuota, total int, _ time.Duration) time.Duration {
@@ -149,7 +162,7 @@ func modelBehaviours() []modelBehaviour {
 		}, idealWindowed),
 		std("d/sliding counter, Retry-After 1", func(q simQuota) (http.Handler, func()) {
 			return &slidingRefuser{limit: q.n, window: q.window}, nil
-		}, idealSliding),
+		}, idealSlidingCounter),
 		std("d/sliding log, Retry-After 1", func(q simQuota) (http.Handler, func()) {
 			return &slidingRefuser{limit: q.n, window: q.window, exact: true}, nil
 		}, idealWindowed),
@@ -193,6 +206,15 @@ func modelBehaviours() []modelBehaviour {
 		std("h/bare 429, epoch window", func(q simQuota) (http.Handler, func()) {
 			return &bareWindow{limit: q.n, window: q.window}, nil
 		}, idealEpochWindowed),
+		std("i/koa-ratelimit memory, disableHeader", func(q simQuota) (http.Handler, func()) {
+			return &koaMemory{max: q.n, duration: q.window, disableHeader: true}, nil
+		}, idealWindowed),
+		std("i/koa-ratelimit memory, headers", func(q simQuota) (http.Handler, func()) {
+			return &koaMemory{max: q.n, duration: q.window}, nil
+		}, idealWindowed),
+		std("i/koa-ratelimit redis sliding log, epoch resets rounded down", func(q simQuota) (http.Handler, func()) {
+			return &koaRedisLog{max: q.n, duration: q.window.Milliseconds()}, nil
+		}, idealWindowed),
 	}
 }
 
@@ -202,8 +224,9 @@ type modelRun struct {
 	window               time.Duration // the quota's window; 0 is 1 s
 	phase                time.Duration // into a window aligned to the epoch, when the client starts
 	latency, jitter      time.Duration
-	retryable            bool // NewRetryableClient instead of NewTransport
-	plain                bool // go-retryablehttp's own client, no Transport: the baseline
+	back                 time.Duration // extra on the way back, uniform in [0, back]
+	retryable            bool          // NewRetryableClient instead of NewTransport
+	plain                bool          // go-retryablehttp's own client, no Transport: the baseline
 	method               string
 	seed                 uint64 // seeds the wire's jitter; 0 is 18
 	trace                bool   // keep the exchanges around the first request sent during a pause
@@ -266,7 +289,7 @@ func runModel(t *testing.T, b modelBehaviour, run modelRun) modelResult {
 		if seed == 0 {
 			seed = 18
 		}
-		wire := &simWire{h: h, latency: run.latency, jitter: run.jitter, seed: seed, trace: run.trace}
+		wire := &simWire{h: h, latency: run.latency, jitter: run.jitter, back: run.back, seed: seed, trace: run.trace}
 		// The server's ideal, or what the goroutines can send one after
 		// the other if that is less; plus a round trip.
 		rtt := 2*run.latency + run.jitter/2
@@ -471,7 +494,8 @@ func logModelTable(t *testing.T, title string, rs []modelResult) {
 // issue's figures: 20 ms ± 10 ms one way) with both clients, then one
 // dimension at a time varied with NewTransport: half and five times the
 // rate, the phases .3, .6 and .95 s, no latency and 100 ms ± 50 ms, one
-// goroutine and fifty, and the same quota over a 5 s window.
+// goroutine and fifty, the same quota over a 5 s window, and half of it
+// over a 2 s window.
 func (b modelBehaviour) modelRuns() []modelRun {
 	base := modelRun{rate: b.rate, workers: b.workers, total: b.total, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: b.method}
 	runs := []modelRun{base}
@@ -502,7 +526,11 @@ func (b modelBehaviour) modelRuns() []modelRun {
 	}
 	long := base
 	long.window = 5 * time.Second
-	runs = append(runs, long)
+	// Half the quota over two seconds (the real servers' 5 per 2 s, where
+	// a reset rounded to the second hides half a window).
+	two := base
+	two.rate, two.window = max(b.rate/2, 1), 2*time.Second
+	runs = append(runs, long, two)
 	return runs
 }
 

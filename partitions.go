@@ -48,8 +48,7 @@ type partitions struct {
 // part is one partition: its gate, its place in the ring, and its uses:
 // it was used since the eviction hand last passed if they changed since.
 type part struct {
-	g    *gate
-	key  string
+	g    *gate // its key is the partition's
 	at   int
 	uses atomic.Uint32 // counts requests, wrapping
 	seen uint32        // uses when the eviction hand last passed; guarded by Transport.mu
@@ -77,7 +76,7 @@ func (ps *partitions) add(key string, g *gate) {
 	if len(ps.ring) >= ps.max {
 		ps.evictOne(now)
 	}
-	p := &part{g: g, key: key, at: len(ps.ring), seen: ^uint32(0)} // as if used
+	p := &part{g: g, at: len(ps.ring), seen: ^uint32(0)} // as if used
 	ps.ring = append(ps.ring, p)
 	ps.m[key] = p
 }
@@ -86,7 +85,7 @@ func (ps *partitions) add(key string, g *gate) {
 // place.
 func (ps *partitions) remove(i int) {
 	p := ps.ring[i]
-	delete(ps.m, p.key)
+	delete(ps.m, p.g.key)
 	last := len(ps.ring) - 1
 	ps.ring[i] = ps.ring[last]
 	ps.ring[i].at = i
@@ -166,7 +165,7 @@ func idle(g *gate, now time.Time) bool {
 	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) {
 		return false
 	}
-	for _, b := range g.buckets {
+	for b := range g.bucketGates {
 		b.mu.Lock() // a partition's gate, then its buckets': as close does
 		busy := b.q.Len() > 0 || b.inflight > 0 || b.pz.probing || b.pz.until.After(now)
 		b.mu.Unlock()

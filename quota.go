@@ -14,25 +14,22 @@ const maxQuotas = 8
 // quota is what the server said of one of a partition's quotas, and what
 // the requests on the wire have claimed of it since. Its methods named like
 // queries change nothing; apply, claim and unclaim do.
+//
+// A gate keeps one for every quota its server reports, and a Transport a
+// gate or two for every host it calls: the fields are laid out so that
+// the flags share one word, and the times that need no time.Time of their
+// own are kept as nanoseconds (said, span).
 type quota struct {
 	name  string
-	unit  unitKind // what headers.Quota.Unit says q counts
-	limit int64    // -1: the server did not say
-	known bool     // rmin, at, reset and full hold the server's word
+	limit int64 // -1: the server did not say
 
-	rmin    int64     // the least the server said remains, as of at
-	ver     int64     // the gate's answer count when rmin was set
-	at      time.Time // when rmin was said
-	reset   time.Time // the window's end, or when a refilling quota is full
-	guessed bool      // reset is our guess (the server's had passed): no pacing
-	fine    bool      // the server wrote a reset finer than the second
-	heard   int       // answers applied
+	rmin  int64     // the least the server said remains, as of at
+	ver   int64     // the gate's answer count when rmin was set
+	at    time.Time // when rmin was said
+	reset time.Time // the window's end, or when a refilling quota is full
 
-	// refill: the quota refills continuously (OpenAI's and Anthropic's
-	// buckets, a sliding window), so limit−rmin come back evenly from at to
-	// full, rather than all at reset.
-	refill bool
-	full   time.Time
+	// full: when a refilling quota is full (see refill).
+	full time.Time
 
 	span span // how long a window lasts from its first request
 
@@ -42,8 +39,38 @@ type quota struct {
 	// Sliding-window detection: the window's length, and the units sent
 	// since the last reset passed.
 	window time.Duration
+	reach  time.Duration // the furthest ahead a reset of its was, when it said it: the window is at least that
 	after  int64
-	said   time.Time // the reset the server last wrote, as it wrote it
+	said   wallTime // the reset the server last wrote, as it wrote it
+
+	unit    unitKind // what headers.Quota.Unit says q counts
+	known   bool     // rmin, at, reset and full hold the server's word
+	guessed bool     // reset is our guess (the server's had passed): no pacing
+	fine    bool     // the server wrote a reset finer than the second
+	// refill: the quota refills continuously (OpenAI's and Anthropic's
+	// buckets, a sliding window), so limit−rmin come back evenly from at to
+	// full, rather than all at reset.
+	refill bool
+	heard  uint8 // answers applied, up to 255 (only "more than one" is asked)
+}
+
+// wallTime is a time a server wrote, in Unix nanoseconds; 0 is the zero
+// time. Such a time carries no monotonic reading (or one only of when it
+// was read), so eight bytes hold all of it that is compared.
+type wallTime int64
+
+func wallOf(t time.Time) wallTime {
+	if t.IsZero() {
+		return 0
+	}
+	return wallTime(t.UnixNano())
+}
+
+func (w wallTime) time() time.Time {
+	if w == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(w))
 }
 
 // unitKind is what a quota counts, as far as the gate cares: read once from
@@ -293,7 +320,9 @@ var refillKeys = [...]string{
 // it, guessed when it is our guess. It reports whether the quota is at
 // zero with a window reset to pause until.
 func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, guessed bool, ver int64, sent, now time.Time) {
-	q.heard++
+	if q.heard < 255 {
+		q.heard++
+	}
 	if !s.Reset.IsZero() && !wholeSeconds(s.Reset, now) {
 		q.fine = true
 	}
@@ -326,7 +355,13 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// window. Its window is the least step seen between its resets.
 		// (Steps under a second are a reset written relative to the
 		// answer's time, moving with it, not a window's.)
-		if d := s.Reset.Sub(q.said); s.Window <= 0 && !q.said.IsZero() && d >= time.Second && d < q.window {
+		// No window is shorter than the furthest ahead its resets were
+		// (a sliding log's reset, its oldest entry's expiry, steps by
+		// where entries fall, not by a window).
+		if s.Reset.Nanosecond() == 0 {
+			q.reach = max(q.reach, s.Reset.Sub(now))
+		}
+		if d := s.Reset.Sub(q.said.time()); s.Window <= 0 && q.said != 0 && d >= time.Second && d < q.window && d >= q.reach {
 			q.window = d
 		}
 		q.rmin, q.at, q.ver, q.reset, q.guessed, q.known = s.Remaining, now, ver, reset, guessed, true
@@ -334,11 +369,11 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		if s.Limit > s.Remaining && s.Limit > 0 {
 			q.full = now.Add(time.Duration(float64(q.window) * float64(s.Limit-s.Remaining) / float64(s.Limit)))
 		}
-		q.said = s.Reset
+		q.said = wallOf(s.Reset)
 		return
 	}
 	ended := !now.Before(q.reset) // the window we knew has passed
-	if ended && !q.said.IsZero() && s.Reset.After(q.said.Add(time.Second/2)) {
+	if ended && q.said != 0 && s.Reset.After(q.said.time().Add(time.Second/2)) {
 		// A new window. A fixed window starts empty: what remains is the
 		// limit less what reached it since, at most what we sent since the
 		// old reset (and the probe, and a few sent just before). Clearly
@@ -348,13 +383,13 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// epoch seconds. (A reset written relative to the answer — a
 		// bucket's next permit, a sliding log's next free slot — moves
 		// with each answer: nothing to tell a window's length by.)
-		if s.Limit > 0 && s.Remaining+q.after < s.Limit-1-s.Limit/10 && s.Reset.Nanosecond() == 0 && q.said.Nanosecond() == 0 {
+		if s.Limit > 0 && s.Remaining+q.after < s.Limit-1-s.Limit/10 && s.Reset.Nanosecond() == 0 && q.said.time().Nanosecond() == 0 {
 			// Its window: as the server says, or the step between the
 			// resets it wrote (not ours, adjusted for sloppy servers).
 			q.window = s.Window
 			if q.window <= 0 {
 				q.window = reset.Sub(q.reset)
-				if d := s.Reset.Sub(q.said); !q.said.IsZero() && d > 0 {
+				if d := s.Reset.Sub(q.said.time()); q.said != 0 && d > 0 {
 					q.window = d
 				}
 			}
@@ -364,10 +399,15 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		}
 		q.after = 0
 	}
+	// The same reset as the last answer's, and no more remaining: the
+	// same window, however long ago we thought it would end (a refused
+	// probe finds the window it was sent too early for).
+	same := q.heard > 1 && q.said != 0 && s.Remaining <= q.rmin && s.Remaining == 0 && !q.fine &&
+		s.Reset.Sub(q.said.time()).Abs() < time.Second
 	stale := q.known && !q.refill && ended // q.stale(now): q is not concurrent here
 	// A window's count only falls: a fresher answer that says more
 	// remains speaks of a new window.
-	next := !q.known || stale || fresh && s.Remaining > q.rmin
+	next := (!q.known || stale) && !same || fresh && s.Remaining > q.rmin
 	if next || fresh || s.Remaining < q.rmin {
 		q.rmin, q.ver, q.at = s.Remaining, ver, now
 	}
@@ -380,7 +420,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		said = s.Reset
 	}
 	q.span.learn(next, s.Remaining == s.Limit-1 || s.Limit <= 0, sent, said, now)
-	if end := q.span.end(); !end.IsZero() && !guessed && end.Add(spanGain).Before(reset) {
+	if end := q.span.end(!q.fine); !end.IsZero() && !guessed && end.Add(spanGain).Before(reset) {
 		reset = end
 	}
 	switch {
@@ -394,7 +434,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		q.reset, q.guessed = reset, true
 	}
 	q.known = true
-	q.said = s.Reset
+	q.said = wallOf(s.Reset)
 }
 
 // span learns how long a fixed window lasts from the request that opened
@@ -413,10 +453,15 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 // cross (a reset rounded down, or windows that do not start at a
 // request but on the clock) drop the upper bound, to be learned again.
 type span struct {
-	openSent, openAt time.Time     // the current window's first request: sent, answered; zero if unknown
-	lo, hi           time.Duration // the length is more than lo and at most hi (hi 0: unknown)
-	down             bool          // bounds crossed: resets are not read as rounded up
+	openAt time.Time     // when the current window's first request was answered; zero if unknown
+	rtt    time.Duration // how long before openAt it was sent
+	lo, hi time.Duration // the length is more than lo and at most hi (hi 0: unknown)
+	down   bool          // bounds crossed: resets are not read as rounded up
 }
+
+// since is how long before now the current window's first request was
+// sent; span.openAt must be known.
+func (p *span) since(now time.Time) time.Duration { return now.Sub(p.openAt) + p.rtt }
 
 // spanGain is how much earlier than the server's reset span's guess must
 // end for the gate to act on it: a guess is worth its risk only where a
@@ -428,6 +473,11 @@ const spanGain = 10 * time.Millisecond
 // seconds fit, and a wrong guess costs one refused probe.
 const spanDoubt = 2 * time.Second
 
+// spanDoubtWhole is spanDoubt where the server writes its resets in whole
+// seconds: a two-second window whose reset is rounded up leaves three
+// seconds of doubt, and waiting for the reset costs a second a window.
+const spanDoubtWhole = 6 * time.Second
+
 // learn applies an answer to a request sent at sent (zero if unknown),
 // answered at now, that said the window ends by reset (zero: it did not
 // say in whole seconds): next says it found a new window, first that it
@@ -435,18 +485,18 @@ const spanDoubt = 2 * time.Second
 func (p *span) learn(next, first bool, sent, reset, now time.Time) {
 	switch {
 	case next:
-		if !p.openSent.IsZero() {
-			p.bound(now.Sub(p.openSent))
+		if !p.openAt.IsZero() {
+			p.bound(p.since(now))
 		}
-		p.openSent, p.openAt = time.Time{}, time.Time{}
+		p.openAt, p.rtt = time.Time{}, 0
 		if first && !sent.IsZero() {
-			p.openSent, p.openAt = sent, now
+			p.openAt, p.rtt = now, now.Sub(sent)
 		}
 	case !p.openAt.IsZero() && !sent.IsZero():
 		p.lo = max(p.lo, sent.Sub(p.openAt))
 	}
-	if !reset.IsZero() && !p.openSent.IsZero() && !p.down {
-		p.bound(reset.Sub(p.openSent))
+	if !reset.IsZero() && !p.openAt.IsZero() && !p.down {
+		p.bound(p.since(reset))
 	}
 	if p.hi != 0 && p.lo >= p.hi {
 		// Crossed: the resets are rounded down, or the windows do not
@@ -463,9 +513,14 @@ func (p *span) bound(d time.Duration) {
 	}
 }
 
-// guess is the window's length as span can tell, or 0.
-func (p *span) guess() time.Duration {
-	if p.hi == 0 || p.hi-p.lo > spanDoubt {
+// guess is the window's length as span can tell, or 0; whole says the
+// server writes its resets in whole seconds.
+func (p *span) guess(whole bool) time.Duration {
+	doubt := spanDoubt
+	if whole {
+		doubt = spanDoubtWhole
+	}
+	if p.hi == 0 || p.hi-p.lo > doubt {
 		return 0
 	}
 	w := (p.lo/time.Second + 1) * time.Second
@@ -476,8 +531,8 @@ func (p *span) guess() time.Duration {
 }
 
 // end is when the current window ends by span's guess, or zero.
-func (p *span) end() time.Time {
-	w := p.guess()
+func (p *span) end(whole bool) time.Time {
+	w := p.guess(whole)
 	if w == 0 || p.openAt.IsZero() {
 		return time.Time{}
 	}

@@ -295,20 +295,20 @@ func TestRefills(t *testing.T) {
 func TestSpan(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	var p span
-	assert.Zero(t, p.guess(), "nothing known")
+	assert.Zero(t, p.guess(false), "nothing known")
 	p.learn(true, true, at(0), time.Time{}, at(40)) // opens a window: sent 0, answered 40
-	assert.Zero(t, p.guess(), "no upper bound yet")
+	assert.Zero(t, p.guess(false), "no upper bound yet")
 	p.learn(false, false, at(500), time.Time{}, at(540)) // still open at 500: longer than 460
 	assert.Equal(t, 460*time.Millisecond, p.lo)
 	p.learn(true, true, at(2000), time.Time{}, at(2040)) // the next window: the first lasted at most 2040
 	assert.Equal(t, 2040*time.Millisecond, p.hi)
-	assert.Equal(t, time.Second, p.guess(), "the shortest whole second in (460ms, 2040ms]")
-	assert.Equal(t, at(3040), p.end(), "one length after the opener's answer")
+	assert.Equal(t, time.Second, p.guess(false), "the shortest whole second in (460ms, 2040ms]")
+	assert.Equal(t, at(3040), p.end(false), "one length after the opener's answer")
 
 	// A request that finds the window open past the guess: not one second.
 	p.learn(false, false, at(3100), time.Time{}, at(3140))
 	assert.Equal(t, 1060*time.Millisecond, p.lo)
-	assert.Equal(t, 2*time.Second, p.guess())
+	assert.Equal(t, 2*time.Second, p.guess(false))
 
 	// Bounds that cross (windows on the clock, not at a request) drop
 	// the upper bound: nothing is guessed until windows bound it again.
@@ -316,7 +316,7 @@ func TestSpan(t *testing.T) {
 	assert.Equal(t, 1240*time.Millisecond, p.hi)
 	p.learn(true, true, at(4000), time.Time{}, at(4040)) // at most 0.84 s, yet more than 1.06 s
 	assert.Zero(t, p.hi, "bounds that cross drop the upper bound")
-	assert.Zero(t, p.guess())
+	assert.Zero(t, p.guess(false))
 }
 
 // TestSpanFromAResetInWholeSeconds: a reset in whole epoch seconds,
@@ -325,8 +325,29 @@ func TestSpanFromAResetInWholeSeconds(t *testing.T) {
 	var p span
 	p.learn(true, true, t0.Add(300*time.Millisecond), t0.Add(2*time.Second), t0.Add(320*time.Millisecond))
 	assert.Equal(t, 1700*time.Millisecond, p.hi, "the window ends by the reset")
-	assert.Equal(t, time.Second, p.guess())
-	assert.Equal(t, t0.Add(1320*time.Millisecond), p.end())
+	assert.Equal(t, time.Second, p.guess(false))
+	assert.Equal(t, t0.Add(1320*time.Millisecond), p.end(false))
 	// A window 1.0004 s long, written to the millisecond as 1.000: a
 	// guess that gains less than spanGain is not acted on (quota.apply).
+}
+
+// TestSpanDoubtWithWholeSecondResets: a two-second window opened just past
+// a whole second, whose reset is written rounded up, leaves three seconds
+// between the bounds while a burst keeps the lower one near zero: with
+// resets written to the millisecond that is too much doubt to guess, with
+// whole seconds (where waiting for the reset costs a second a window) the
+// shortest whole second is guessed, and a refused probe moves it on.
+func TestSpanDoubtWithWholeSecondResets(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var p span
+	p.learn(true, true, at(20), at(3000), at(40))      // opened at 20 ms; the reset 2.02 s rounded up to 3
+	p.learn(false, false, at(60), time.Time{}, at(80)) // the burst's rest
+	assert.Equal(t, 2980*time.Millisecond, p.hi)
+	assert.Zero(t, p.guess(false), "2.96 s of doubt: too much at the millisecond")
+	assert.Equal(t, time.Second, p.guess(true))
+	assert.Equal(t, at(1040), p.end(true))
+	// The probe at the guess finds the window still spent.
+	p.learn(false, false, at(1050), time.Time{}, at(1070))
+	assert.Equal(t, 2*time.Second, p.guess(true))
+	assert.Equal(t, at(2040), p.end(true))
 }

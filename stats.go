@@ -37,7 +37,7 @@ func (t *Transport) Stats() Stats {
 	for _, g := range gates {
 		g.mu.Lock()
 		count(g)
-		for _, b := range g.buckets {
+		for b := range g.bucketGates {
 			b.mu.Lock() // a partition's gate, then its buckets': as close does
 			count(b)
 			b.mu.Unlock()

@@ -387,7 +387,7 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 		g.heard.Store(true)
 	}
 	lg := g
-	if name := bucketName(&a); name != "" && name != g.name {
+	if name := bucketName(&a); name != "" && name != g.named() {
 		if !routed {
 			r = t.routeOf(req)
 		}

@@ -17,10 +17,19 @@ import (
 // client's first request is learnt better from the request that opened
 // it: span, in quota.go.)
 type wholeSecond struct {
-	reset time.Time     // the whole-second reset the current pause waits for
-	phase time.Duration // how long after its whole-second resets this server's really come
-	steps int           // probes refused since reset passed
+	reset int64 // the whole-second reset the current pause waits for, in Unix seconds; 0: none
+	phase phase // how long after its whole-second resets this server's really come
+	steps int32 // probes refused since reset passed
 }
+
+// phase is a wholeSecond's phase: a duration under a second, in
+// nanoseconds, held in four bytes (every partition keeps one).
+type phase int32
+
+func (p phase) d() time.Duration { return time.Duration(p) }
+
+// resetTime is w.reset as a time.
+func (w *wholeSecond) resetTime() time.Time { return time.Unix(w.reset, 0) }
 
 // firstStep is the first wait before probing again after a whole-second
 // reset has passed while nothing remains; each refusal doubles it.
@@ -46,17 +55,17 @@ func (w *wholeSecond) resetFor(q *headers.Quota, now time.Time) time.Time {
 		switch {
 		case r.After(now):
 			if q.Remaining == 0 {
-				w.reset = r
+				w.reset = r.Unix()
 			}
 			if w.phase == 0 {
 				return r
 			}
-			return r.Add(w.phase)
+			return r.Add(w.phase.d())
 		case q.Remaining == 0 && r.Add(time.Second).After(now):
 			end := r.Add(time.Second)
-			if !r.Equal(w.reset) {
-				w.reset, w.steps = r, 0
-				if t := r.Add(w.phase); w.phase > 0 && t.After(now) {
+			if r.Unix() != w.reset {
+				w.reset, w.steps = r.Unix(), 0
+				if t := r.Add(w.phase.d()); w.phase > 0 && t.After(now) {
 					return t // the phase we learnt says when
 				}
 			}
@@ -118,30 +127,31 @@ func (w *wholeSecond) delay(info headers.Info, now time.Time) time.Duration {
 // whole-second reset (w.reset), when this server's whole-second resets
 // really come (resetFor).
 func (w *wholeSecond) learn(a *answer, now time.Time) {
-	if q, ok := tightest(a.info); ok && q.Reset.After(w.reset) {
+	reset := w.resetTime()
+	if q, ok := tightest(a.info); ok && q.Reset.After(reset) {
 		// The first request through after a whole-second reset, and it
 		// opened a new window: the server's reset had come by the time
 		// it was sent. Next time, send one round trip later than that:
 		// latency varies, and a window that starts when a request
 		// arrives ends later by as much as that request's way there
 		// took.
-		switch d := max(now.Sub(w.reset), 0); {
+		switch d := max(now.Sub(reset), 0); {
 		case d < time.Second:
-			w.phase = d
-		case !q.Reset.Before(w.reset.Add(2 * time.Second)):
+			w.phase = phase(d)
+		case !q.Reset.Before(reset.Add(2 * time.Second)):
 			// Sent a second or more after the reset, and its window
 			// ends two whole seconds or more after it: a window that
 			// started at this request (one that was already running
 			// would end within a second of it). Its end falls where
 			// the request fell in its second.
-			w.phase = d % time.Second
+			w.phase = phase(d % time.Second)
 		default:
 			// Sent a second or more after the reset (a Retry-After
 			// held it), into a window already running: it says nothing
 			// of where in their second this server's windows end.
 		}
 	}
-	w.reset, w.steps = time.Time{}, 0
+	w.reset, w.steps = 0, 0
 }
 
 // tightest is the quota with the fewest units remaining.

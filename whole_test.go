@@ -18,17 +18,17 @@ func TestWholeSecond(t *testing.T) {
 	var w wholeSecond
 	q := headers.Quota{Limit: 10, Remaining: 0, Reset: r}
 	assert.Equal(t, r, w.resetFor(&q, r.Add(-300*time.Millisecond)), "ahead: the reset itself")
-	assert.Equal(t, r, w.reset, "the reset the pause waits for")
+	assert.Equal(t, r, w.resetTime(), "the reset the pause waits for")
 	at := r.Add(10 * time.Millisecond)
 	assert.Equal(t, at.Add(50*time.Millisecond), w.resetFor(&q, at), "passed: probe after 50 ms")
 	assert.Equal(t, at.Add(100*time.Millisecond), w.resetFor(&q, at), "refused again: 100 ms")
 	assert.Equal(t, r.Add(time.Second), w.resetFor(&q, r.Add(900*time.Millisecond)), "never past a second after it")
 
 	// The probe sent 300 ms after the reset opened a new window: the phase.
-	w = wholeSecond{reset: r}
+	w = wholeSecond{reset: r.Unix()}
 	a := answer{status: 200, info: headers.Info{Quotas: []headers.Quota{{Limit: 10, Remaining: 9, Reset: r.Add(time.Second)}}}}
 	w.learn(&a, r.Add(300*time.Millisecond))
-	assert.Equal(t, 300*time.Millisecond, w.phase)
+	assert.Equal(t, 300*time.Millisecond, w.phase.d())
 	assert.Zero(t, w.reset)
 	next := headers.Quota{Limit: 10, Remaining: 0, Reset: r.Add(time.Second)}
 	assert.Equal(t, r.Add(1300*time.Millisecond), w.resetFor(&next, r.Add(500*time.Millisecond)), "the next reset, plus the phase")

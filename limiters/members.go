@@ -79,7 +79,12 @@ func (c *core) member(n int) Member {
 	}
 	switch {
 	case c.alg.algorithm() == AlgLeakyBucket:
-		m.Next = wait(1)
+		// Its next emission slot, which frees a place in its queue,
+		// whoever waits: not the turn of a new request behind them.
+		m.Next = -1
+		if !c.closed {
+			m.Next = time.Duration(c.alg.wait(now, 1))
+		}
 	case rem >= lim:
 		m.Next = -1
 	default:

@@ -1,6 +1,7 @@
 package limiters
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -42,6 +43,16 @@ func TestMembers(t *testing.T) {
 		assert.Equal(t, 100*time.Millisecond, ms[0].Next)
 		assert.Equal(t, 100*time.Millisecond, ms[0].Wait)
 		assert.Equal(t, 5, ms[0].Remaining, "the free queue room, as its Decision says")
+		// Two waiting: the next slot is still 100 ms away (it frees a
+		// place in the queue); a new request's turn is 300 ms.
+		for range 2 {
+			go lb.Acquire(context.Background(), 1)
+		}
+		synctest.Wait()
+		ms = Members(lb, 1, ms[:0])
+		assert.Equal(t, 100*time.Millisecond, ms[0].Next)
+		assert.Equal(t, 300*time.Millisecond, ms[0].Wait)
+		assert.Equal(t, 3, ms[0].Remaining)
 
 		// A peek is always admitted; a full limiter brings no more.
 		tb := NewTokenBucket(PerSecond(1), 3)

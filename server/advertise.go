@@ -20,8 +20,9 @@ import (
 //	gcra             is whole seconds, else the                         is free
 //	                 rate over the fewest whole
 //	                 seconds (10/s burst 5: q=10;w=1)
-//	leaky_bucket     the rate, as above (burst 1)  1 if its slot is free,  until its next slot
-//	                                               else 0
+//	leaky_bucket     the rate, as above (burst 1)  its free queue room     until its next slot
+//	                                               (a request held until   (one more place); none
+//	                                               its slot: shape.go)     when idle and empty
 //	fixed_window     limit;window                  permits left            until the window ends
 //	sliding_window   limit;window                  permits admitted now    until one more is
 //	sliding_log      limit;window                  permits admitted now    until one more is
@@ -143,17 +144,28 @@ func policyName(s string) string {
 }
 
 // advertised is what a limit advertises in state m, for a request of n
-// permits; refused says it refused the request.
-func (a *limitAd) advertised(m limiters.Member, n int, refused bool) headers.Limit {
+// permits; refused says it refused the request. around is the permits
+// waiting in a chain of limits around it, which its own state does not
+// count.
+func (a *limitAd) advertised(m limiters.Member, n int, refused bool, around int) headers.Limit {
 	l := headers.Limit{Name: a.name, Quota: a.quota, Window: a.window, Unit: a.unit,
 		Remaining: int64(max(m.Remaining, 0)), Reset: m.Next}
+	wait := m.Wait
 	switch a.spec.Algorithm {
 	case limiters.AlgLeakyBucket:
-		// What is admitted now is one request, when its slot is free:
-		// the free queue room is no use to a client.
-		l.Remaining = 0
+		// A queue the server holds requests in (shape.go): r is its
+		// free room, what is admitted now; t its next slot, which frees
+		// one more place (none when it is idle and empty), and a
+		// refusal's wait the same.
+		l.Remaining = int64(max(m.Remaining-around, 0))
 		if m.Next == 0 {
-			l.Remaining, l.Reset = 1, a.interval
+			l.Reset = a.interval
+			if l.Remaining >= int64(m.Limit) {
+				l.Reset = -1
+			}
+		}
+		if m.Next > 0 {
+			wait = m.Next
 		}
 	case limiters.AlgConcurrency:
 		l.Reset = -1
@@ -161,7 +173,7 @@ func (a *limitAd) advertised(m limiters.Member, n int, refused bool) headers.Lim
 	if refused {
 		l.Refused = true
 		l.Final = n > m.Limit
-		l.RetryAfter = max(m.Wait, 0)
+		l.RetryAfter = max(wait, 0)
 	}
 	return l
 }
@@ -189,26 +201,20 @@ func (v view) Members(_ context.Context, key string, n int, into []limiters.Memb
 // appendLimits appends what stage s advertises for caller.
 func (s *stage) appendLimits(ctx context.Context, caller string, refused bool, into []headers.Limit) []headers.Limit {
 	set := s.set
-	var (
-		buf [4]limiters.Member
-		ms  []limiters.Member
-		err error = errNoMembers
-	)
-	if v, ok := set.repo.(view); ok && s.key != "" {
-		if l := v.mem.Get(s.key); l != nil {
-			ms, err = limiters.Members(l, s.n, buf[:0]), nil
-		}
-	} else if mr, ok := set.repo.(memberReporter); ok {
-		ms, err = mr.Members(ctx, caller, s.n, nil)
-	}
+	var buf [4]limiters.Member
+	ms, lim, err := s.members(ctx, caller, buf[:0])
 	{
 		if err == nil && len(ms) == len(set.ads) {
+			around := 0
+			if lim != nil && len(ms) > 1 { // a chain: its waiters are its own
+				around = lim.Stats().Queued * s.n
+			}
 			start := len(into)
 			anyRefused := false
 			for i := range ms {
 				r := refused && ms[i].Wait != 0
 				anyRefused = anyRefused || r
-				into = append(into, set.ads[i].advertised(ms[i], s.n, r))
+				into = append(into, set.ads[i].advertised(ms[i], s.n, r, around))
 			}
 			if refused && !anyRefused {
 				// The state moved on between the decision and the

@@ -62,6 +62,15 @@
 //     it holds none (limiters.PermitHolder) is not called to release.
 //   - A request costing more than its limit could ever grant
 //     ([WithCost]) is rejected with 429 and a detail that says so.
+//   - A leaky bucket (limiters.NewLeakyBucket) is a queue, and is served
+//     as one, as nginx's limit_req serves its burst: a request that finds
+//     its slot taken and room in its queue is held until its slot, then
+//     admitted; only a full queue refuses, with Retry-After until the next
+//     slot frees a place. It advertises that queue: r its free room, t its
+//     next slot. (server.New holds for a lone leaky bucket in a
+//     repository.Memory; a Policy for a rule's limits in its default
+//     storage under [Block], the limits beside it admitting; elsewhere,
+//     as in Redis, a bucket whose slot is taken refuses.)
 //
 // # Policies
 //

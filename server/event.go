@@ -15,7 +15,7 @@ const (
 	// EventAllowed: the request was admitted at once.
 	EventAllowed EventKind = iota
 	// EventDelayed: the request was admitted after waiting (the Delay
-	// action).
+	// action, or its turn in a leaky bucket's queue).
 	EventDelayed
 	// EventRejected: the request was refused with 429.
 	EventRejected

@@ -22,7 +22,9 @@ import (
 type Action string
 
 const (
-	// Block rejects it with 429 (the default, also written "").
+	// Block rejects it with 429 (the default, also written ""). A
+	// leaky bucket's queue still holds a request it has room for, until
+	// its slot: that is what the bucket is (see the package doc).
 	Block Action = "block"
 	// Delay holds it until permits free up, for at most the rule's
 	// MaxDelay, and rejects it with 429 if that would take longer: a

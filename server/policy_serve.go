@@ -96,7 +96,7 @@ func (rl *RateLimiter) servePolicy(w http.ResponseWriter, r *http.Request, next 
 	if ru.action == Delay {
 		o = policyWait(r.Context(), ru.maxDelay, caller, ss)
 	} else {
-		o = policyTry(r.Context(), caller, ss)
+		o = policyTry(r.Context(), caller, ss, ru.action == Block)
 	}
 	// Permits held by the rule's limits go back exactly once, when next
 	// returns or panics (or already, if the request was not admitted).
@@ -200,12 +200,22 @@ func finalDetail(s *stage, ls []headers.Limit) string {
 }
 
 // policyTry charges each stage at once, in order, and stops at the first
-// that refuses; permits already taken are given back then.
-func policyTry(ctx context.Context, caller string, ss []stage) outcome {
+// that refuses; permits already taken are given back then. With hold (the
+// Block action), a stage refused only by leaky buckets with room in their
+// queues waits for its slot (shape.go).
+func policyTry(ctx context.Context, caller string, ss []stage, hold bool) outcome {
+	delayed := false
 	for i := range ss {
 		s := &ss[i]
 		d, err := s.try(ctx, caller)
 		s.d, s.seen = d, true
+		if err == nil && !d.Allowed && hold {
+			var held bool
+			if held, err = s.hold(ctx, caller); held {
+				s.taken, delayed = true, true
+				continue
+			}
+		}
 		if err != nil {
 			undo(caller, ss)
 			return outcome{repoErr: err}
@@ -216,7 +226,7 @@ func policyTry(ctx context.Context, caller string, ss []stage) outcome {
 		}
 		s.taken = true
 	}
-	return outcome{admitted: true, d: ss[0].d}
+	return outcome{admitted: true, delayed: delayed, d: ss[0].d}
 }
 
 // policyWait waits for each stage in order, all within maxDelay, then

@@ -302,6 +302,13 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	n := rl.weight(req)
 	d, err := tryAcquire(r.Context(), rl.repo, key, n)
+	held := false
+	if err == nil && !d.Allowed {
+		if l := rl.shaper(key); l != nil {
+			d, err = rl.hold(r.Context(), key, l, n, d)
+			held = d.Allowed
+		}
+	}
 	if err != nil {
 		rl.failed(w, r, next, Event{Key: key, Cost: n, Err: err, Request: r})
 		return
@@ -316,9 +323,16 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 		rl.reject(w, ev, ProblemTypeQuotaExceeded, exceedsDetail(n, d.Limit, ""))
 		return
 	}
-	headers.Write(h, rl.advertise(r.Context(), key, d), rl.style)
+	if !held {
+		d = rl.advertise(r.Context(), key, d)
+	}
+	headers.Write(h, d, rl.style)
 	if rl.observe != nil {
-		rl.observe(Event{Kind: EventAllowed, Key: key, Cost: n, Decision: d, Request: r})
+		kind := EventAllowed
+		if held {
+			kind = EventDelayed
+		}
+		rl.observe(Event{Kind: kind, Key: key, Cost: n, Decision: d, Request: r})
 	}
 	if rl.isNear(d) {
 		rl.nearLimit(h, Event{Kind: EventNearLimit, Key: key, Cost: n, Decision: d, Request: r})

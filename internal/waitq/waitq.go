@@ -59,7 +59,9 @@ type lane struct {
 }
 
 // Queue is the wait queue. The zero value is an empty queue that allows
-// DefaultMaxOvertakes.
+// DefaultMaxOvertakes. A nil *Queue answers Len, Head and Ahead as an empty
+// one does, so an owner that rarely queues anyone may make its queue with
+// the first waiter.
 //
 // The queue is a settled prefix followed by lanes. A waiter is settled once
 // nobody may go ahead of it any more: once it has been overtaken
@@ -94,7 +96,12 @@ func (q *Queue) maxOvertakes() int {
 }
 
 // Head is the first waiter, or nil.
-func (q *Queue) Head() *Waiter { return q.head }
+func (q *Queue) Head() *Waiter {
+	if q == nil {
+		return nil
+	}
+	return q.head
+}
 
 // Tail is the last waiter, or nil.
 func (q *Queue) Tail() *Waiter { return q.tail }
@@ -114,7 +121,12 @@ func (q *Queue) Gen() uint64 { return q.gen }
 func (q *Queue) Bump() { q.gen++ }
 
 // Len is the number of waiters.
-func (q *Queue) Len() int { return q.len }
+func (q *Queue) Len() int {
+	if q == nil {
+		return 0
+	}
+	return q.len
+}
 
 // Permits is the sum of the waiters' N.
 func (q *Queue) Permits() int { return q.permits }
@@ -151,6 +163,9 @@ func (q *Queue) Behind(p int) *Waiter {
 // behind, the permits they ask for, and the last of them (nil if none),
 // without walking them.
 func (q *Queue) Ahead(p int) (n, permits int, last *Waiter) {
+	if q == nil {
+		return 0, 0, nil
+	}
 	n, permits, last = q.settledLen, q.settledPermits, q.settled
 	for _, l := range q.lanes {
 		if l.p < p {

@@ -164,3 +164,15 @@ func TestWaitCancelledWhileQueued(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	assert.Zero(t, q.Len())
 }
+
+// TestNilQueueIsEmpty: a nil *Queue answers Len, Head and Ahead as an
+// empty one does (an owner makes its queue with the first waiter).
+func TestNilQueueIsEmpty(t *testing.T) {
+	var q *waitq.Queue
+	assert.Equal(t, 0, q.Len())
+	assert.Nil(t, q.Head())
+	n, permits, last := q.Ahead(5)
+	assert.Zero(t, n)
+	assert.Zero(t, permits)
+	assert.Nil(t, last)
+}
