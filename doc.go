@@ -109,8 +109,15 @@
 //     whatever other answers say meanwhile; if no quota at zero explains
 //     it (no quota advertised, or GitHub's secondary limits beside quotas
 //     with room), it also starts a pace at what the server took since the
-//     last pause, which is then searched like any other: a Retry-After
-//     sets the pause, never freezes the pace. The creep beyond the rate
+//     last pause (counted when its pause ends), which is then searched
+//     like any other: a Retry-After sets the pause, never freezes the
+//     pace. A later such refusal whose wait is told finer than the second
+//     and ends a whole number of seconds after the last wait ended marks
+//     a fixed window, and measures the pace again over it. While the
+//     answers to the first requests come back, a new request waits for
+//     the rest (as long again as the first took, at most half a second),
+//     so that a refusal still on its way pauses the partition before a
+//     second wave meets the same limit. The creep beyond the rate
 //     last refused waits thirty times that refusal's wait, since each
 //     probe beyond it may cost as much. A sliding window that reports
 //     its fixed window's end as its reset (go-chi/httprate) is recognised

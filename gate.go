@@ -40,6 +40,7 @@ type gate struct {
 	closed    bool
 	elsewhere bool                  // the pause waits for another Transport's probe (feedback.go)
 	nq        uint8                 // len(quotas), at most maxQuotas
+	wave      int32                 // requests of the first wave (sent before any answer) not answered yet (waveOut)
 	held      atomic.Pointer[Event] // a pause advance prolonged, for report to tell the observer
 
 	// What the server said, each a model of its own, fed what the
@@ -85,6 +86,11 @@ type refusals struct {
 	beside     bool          // pace was learnt beside quotas, from refusals they did not explain
 	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
 	owedWait   time.Duration // that wait
+	// waveEnd: until when requests wait for the rest of the first
+	// wave's answers, which may carry refusals (waveOut); zero: none has
+	// waited. Here, not in every gate: only a partition whose first
+	// requests went together waits for them.
+	waveEnd time.Time
 }
 
 // refusals returns what g's refusals taught, making it on first use.
@@ -118,6 +124,7 @@ type gwaiter struct {
 // its place in the order of admissions, and what it claimed of each quota.
 type ticket struct {
 	probe  bool
+	late   bool      // its answer comes after it is settled (a stream's status): it leaves the first wave then (leaveWave)
 	ver    int64     // g.ver when the request was let through
 	pause  int64     // g.pz.count when the request was let through
 	seen   int64     // g.rf.answered when the request was let through: 0 in the first wave
@@ -166,6 +173,18 @@ func (g *gate) storeWire() {
 // quotas whose reset has passed (what we knew is stale: the next request
 // probes). It reports whether a pause ended. g.mu must be held.
 func (g *gate) advance(now time.Time) (resumed bool) {
+	if g.waveOut() {
+		switch {
+		case g.refusals().waveEnd.IsZero():
+			// The first request to wait for the first wave's answers
+			// waits for as long again as the first answers took, and
+			// at most waveWaitMax: one slow call of the first wave (a
+			// long poll) holds the others back once, and not for long.
+			g.rl.waveEnd = now.Add(min(now.Sub(g.rf.resumed), waveWaitMax))
+		case !now.Before(g.rl.waveEnd):
+			g.wave = 0 // the stragglers are not waited for
+		}
+	}
 	if g.pz.on && !now.Before(g.pz.until) {
 		if hold := g.refusals().pace.settleWave(g.rf.ok); hold > 0 {
 			// The first refusal ended a burst after all: hold on.
@@ -178,7 +197,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			// success had been counted when it came back: the answers of
 			// the wave it ended have been counted since.
 			if g.rf.ok > 0 && g.refusals().pace.step == 0 {
-				g.startPace(g.refusals().owed, g.refusals().owedWait)
+				g.startPace(g.refusals().owed.Sub(g.rf.resumed), g.refusals().owedWait)
 			}
 			g.refusals().owed = time.Time{}
 		}
@@ -209,6 +228,8 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 	switch {
 	case !g.pz.until.IsZero() && now.Before(g.pz.until):
 		wake = g.pz.until
+	case g.waveOut() && g.rl != nil && now.Before(g.rl.waveEnd):
+		wake = g.rl.waveEnd
 	case g.pz.probing:
 	default:
 		decided, wake = false, now
@@ -246,7 +267,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.pz.on || g.pz.probe || g.pz.probing || g.paceStep() > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() {
+	if g.pz.on || g.pz.probe || g.pz.probing || g.paceStep() > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() {
 		return false
 	}
 	return !g.hasQuotas()
@@ -266,6 +287,9 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		g.rf.resumed = now // the first cycle starts with the first request
 	}
 	*tk = ticket{probe: g.pz.probe, ver: g.ver, pause: g.pz.count, seen: g.rf.answered, charge: *ch, at: now}
+	if g.rf.answered == 0 {
+		g.wave++
+	}
 	if g.pz.probe {
 		g.pz.probe, g.pz.probing = false, true
 	}
@@ -285,6 +309,43 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		next = now.Add(step)
 	}
 	g.nextSend = next
+}
+
+// waveOut reports whether answers to the first wave — the requests sent
+// before any answer came back — have begun to come back and some are still
+// out. A request sent then, before they are all in, would go to a server
+// whose word on the first wave is only half heard: the answers of one
+// wave come back in any order, and the goroutines whose successes came
+// first would send a second wave into the limit their siblings' refusals,
+// still on the way, report (a first wave of 10 against a limit of 5 a
+// second: 5 refused, and 5 more). So it waits for them, until waveEnd
+// (advance). g.mu must be held.
+func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
+
+// waveWaitMax bounds how long requests wait for the first wave's
+// answers (advance): the answers of one wave come back within the spread
+// of one round trip, not of many.
+const waveWaitMax = 500 * time.Millisecond
+
+// waveHeld is how many requests queue only for the first wave's answers
+// (waveOut): none once a pause has begun. A refusal's first guess at the
+// pace counts them as on the wire, where they would be but for the wait.
+// g.mu must be held.
+func (g *gate) waveHeld() int {
+	if g.rl == nil || g.rl.waveEnd.IsZero() || g.pz.count > 0 {
+		return 0
+	}
+	return g.q.Len()
+}
+
+// leaveWave takes a request whose answer came late (ticket.late) out of
+// the first wave when its answer comes.
+func (g *gate) leaveWave() {
+	g.mu.Lock()
+	if g.wave > 0 {
+		g.wave--
+	}
+	g.mu.Unlock()
 }
 
 func (g *gate) pauseUntil(until time.Time) {
@@ -498,6 +559,9 @@ func (g *gate) abortLocked(tk *ticket) {
 // on the quotas and its place on the wire. g.mu must be held.
 func (g *gate) settle(tk *ticket) {
 	g.inflight--
+	if tk.seen == 0 && !tk.late && g.wave > 0 {
+		g.wave--
+	}
 	g.storeWire()
 	for i := range g.quotas[:g.nq] {
 		g.quotas[i].unclaim(tk.charge[i])
@@ -643,7 +707,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// us nothing new, and must not compound the backoff.
 			return time.Time{}
 		}
-		hold := g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		hold := g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), tk.seen > 0)
 		if a.info.HasRetryAfter && hold > aimdSpan {
 			// "Retry-After: 0" (koa-ratelimit truncates the wait to whole
 			// seconds): the server says its window ends within the
@@ -673,14 +737,15 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 // held.
 func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time) {
 	switch {
-	case g.rf.ok == 0 && g.refusals().pace.step == 0:
-		// No success counted yet (answers that come back together are
-		// counted in any order): the pace is set when the pause ends,
-		// from what the wave got through (advance).
+	case g.refusals().pace.step == 0:
+		// The pace is set when the pause ends, from all that the wave
+		// got through (advance): answers that come back together are
+		// counted in any order, and this refusal may be counted before
+		// most of its wave's successes (a stream's are counted when its
+		// first message is read: 2 of 5 and a pace of 500 ms, for a
+		// server that takes 5 a second, on a loaded machine).
 		g.refusals().owed, g.refusals().owedWait = until, d
 	case g.rf.ok == 0:
-	case g.refusals().pace.step == 0:
-		g.startPace(until, d)
 	default:
 		g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
 		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
@@ -688,14 +753,51 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		if g.refusals().beside = g.hasQuotas(); g.refusals().beside {
 			g.refusals().pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
 		}
+		// A wait told finer than the second (a time to the window's end,
+		// not a rounded or constant Retry-After) that ends a whole number
+		// of seconds after the last pause ended marks a fixed window:
+		// the server took ok requests in the window from the end of the
+		// last pause to until, and will take no more. A pace faster
+		// than that is refused again in the next window, so it starts
+		// there, as the first refusal's did. (The first refusal's span
+		// began at our first request, maybe late in a window, and may
+		// overstate the rate; this one is a whole window.) The window
+		// began where the last pause was to end, not where the gate
+		// noticed (rf.resumed, later on a loaded machine); and it lasts
+		// the whole seconds the span is near: each end of the span is
+		// late by the way back of its answer, and by how long a loaded
+		// machine took to learn it, which differ.
+		from := g.rf.resumed
+		if !g.pz.until.IsZero() && g.pz.until.Before(from) {
+			from = g.pz.until
+		}
+		if span := until.Sub(from); d%time.Second != 0 && wholeWindows(span) {
+			if w := span.Round(time.Second); w/time.Duration(g.rf.ok) > g.refusals().pace.step {
+				g.startPace(w, d)
+			}
+		}
 	}
 }
 
-// startPace starts the pace at how many requests the server took between
-// the last pause and until, the end of the wait of d a refusal asked for.
-// g.mu must be held.
-func (g *gate) startPace(until time.Time, d time.Duration) {
-	g.refusals().pace.measured(min(until.Sub(g.rf.resumed)/time.Duration(g.rf.ok), g.maxPause), d)
+// wholeWindows reports whether span, between the ends of two waits a
+// server asked for, is a whole number of seconds, to within
+// windowDoubt: windows are configured in whole seconds.
+func wholeWindows(span time.Duration) bool {
+	off := (span + windowDoubt) % time.Second
+	return span >= time.Second-windowDoubt && off <= 2*windowDoubt
+}
+
+// windowDoubt is how far from a whole second the span between the ends
+// of two waits may be and still be read as whole windows: each end is
+// the wait the server told plus the way back of its answer, which
+// varies by the jitter of the round trip.
+const windowDoubt = 50 * time.Millisecond
+
+// startPace starts the pace at how many requests the server took (ok,
+// counted since the last pause ended) over span, from the last pause's
+// end to the end of the wait of d a refusal asked for. g.mu must be held.
+func (g *gate) startPace(span, d time.Duration) {
+	g.refusals().pace.measured(min(span/time.Duration(g.rf.ok), g.maxPause), d)
 	g.refusals().beside = g.hasQuotas()
 }
 

@@ -21,14 +21,22 @@ import (
 // would from a response that said them in its status and header.
 
 // watch wraps resp.Body, if it may carry a late answer, so that g learns
-// the answer when it comes. g is the gate that let the request through,
-// after pause pauses had begun (its ticket's).
-func (t *Transport) watch(g *gate, pause int64, resp *http.Response) {
+// the answer when it comes. g is the gate that let the request through
+// with ticket tk.
+func (t *Transport) watch(g *gate, tk *ticket, resp *http.Response) {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return
 	}
+	pause := tk.pause
 	if l, ok := resp.Body.(streamhook.Late); ok {
-		l.Listen(func(status int, h http.Header) { learnLate(g, pause, status, h, nil) })
+		var first atomic.Bool // of the first wave, until its first answer comes
+		first.Store(tk.late && tk.seen == 0)
+		l.Listen(func(status int, h http.Header) {
+			if first.Swap(false) {
+				g.leaveWave()
+			}
+			learnLate(g, pause, status, h, nil)
+		})
 		return
 	}
 	// The map read, not Header.Get: every response passes here, and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/throttlekit/throttle/feedbackstore"
 	"github.com/throttlekit/throttle/headers"
+	"github.com/throttlekit/throttle/internal/streamhook"
 	"github.com/throttlekit/throttle/keyextract"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository"
@@ -327,7 +328,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if g != nil {
-		t.watch(g, tk.pause, resp) // an answer that comes later: stream.go
+		t.watch(g, &tk, resp) // an answer that comes later: stream.go
 	}
 	if t.holds {
 		if resp.Body == nil || resp.Body == http.NoBody {
@@ -354,7 +355,11 @@ func (t *Transport) routeOf(req *http.Request) route {
 // only if the answer names a bucket. claim is the request's unit of the
 // fleet's shared quota (feedback.go), if any; c is what req declared.
 func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk *ticket, claim feedbackstore.Grant, resp *http.Response, c *cost) {
-	if resp != nil && resp.StatusCode < 400 && t.store == nil && !g.heard.Load() {
+	late := false // the response's answer comes later (a gRPC stream's status: watch)
+	if resp != nil {
+		_, late = resp.Body.(streamhook.Late)
+	}
+	if resp != nil && resp.StatusCode < 400 && t.store == nil && !g.heard.Load() && !late {
 		// A partition whose answers have said nothing of rate limits:
 		// most never will, and a success that says nothing needs no
 		// clock. Parsed at the zero time, only whether it says anything
@@ -389,7 +394,15 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 		lg = own.bucket(name, r)
 	}
 	if lg == g {
-		paused := g.done(tk, &a, now)
+		la := &a
+		if late {
+			// Not a success yet: a stream the server refuses is opened
+			// as one that it admits. Its answer, when it comes, is
+			// learned then (watch); counted now, a refused stream would
+			// count as one the server took.
+			la, tk.late = nil, true
+		}
+		paused := g.done(tk, la, now)
 		if t.store != nil && g == own {
 			t.share(g, tk, claim, &a, paused)
 		}

@@ -202,10 +202,11 @@ type clientStream struct {
 	desc *grpc.StreamDesc
 	body *lateBody
 
-	mu    sync.Mutex
-	outer io.Closer   // the Transport's response body, wrapping body
-	stop  func() bool // stops the context.AfterFunc that ends the stream
-	ended bool
+	mu       sync.Mutex
+	outer    io.Closer   // the Transport's response body, wrapping body
+	stop     func() bool // stops the context.AfterFunc that ends the stream
+	ended    bool
+	admitted bool // the server's admission was learned
 }
 
 // start arms the stream's end: outer is the body the Transport returned.
@@ -222,15 +223,38 @@ func (s *clientStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	switch {
 	case err == nil:
+		s.admit()
 		if !s.desc.ServerStreams {
 			s.end(nil) // the one response of a unary or client-streaming call
 		}
 	case err == io.EOF:
+		s.admit()
 		s.end(nil)
 	default:
 		s.end(err)
 	}
 	return err
+}
+
+// admit learns, once, that the server admitted the stream: a message came,
+// or its end with an OK status. The partition counts it as a success
+// then, not when it opened (the Transport does not: streamhook.Late),
+// with the rate-limit fields its header metadata carry, and its trailer's
+// once it has ended.
+func (s *clientStream) admit() {
+	s.mu.Lock()
+	done := s.admitted
+	s.admitted = true
+	s.mu.Unlock()
+	if done {
+		return
+	}
+	h := http.Header{}
+	if md, err := s.ClientStream.Header(); err == nil {
+		copyMD(h, md)
+	}
+	copyMD(h, s.ClientStream.Trailer())
+	s.body.learn(http.StatusOK, h)
 }
 
 // end ends the stream once: a refusal is learned, the permit goes back.
@@ -256,11 +280,13 @@ func (s *clientStream) end(err error) {
 	}
 }
 
-// lateBody is a stream's response body: empty, and the way its final
-// status reaches the Transport (internal/streamhook.Late).
+// lateBody is a stream's response body: empty, and the way its answer —
+// its admission, its final status — reaches the Transport
+// (internal/streamhook.Late).
 type lateBody struct {
-	mu     sync.Mutex
-	listen func(status int, h http.Header)
+	mu      sync.Mutex
+	listen  func(status int, h http.Header)
+	ok, bad bool // a success, a refusal learned
 }
 
 func (b *lateBody) Listen(learn func(status int, h http.Header)) {
@@ -269,10 +295,19 @@ func (b *lateBody) Listen(learn func(status int, h http.Header)) {
 	b.mu.Unlock()
 }
 
+// learn passes an answer on: at most one success, then at most one
+// refusal (a refusal ends the stream: nothing is learned after it).
 func (b *lateBody) learn(status int, h http.Header) {
 	b.mu.Lock()
 	f := b.listen
-	b.listen = nil
+	switch {
+	case b.bad, status < 400 && b.ok:
+		f = nil
+	case status < 400:
+		b.ok = true
+	default:
+		b.bad = true
+	}
 	b.mu.Unlock()
 	if f != nil {
 		f(status, h)

@@ -10,7 +10,8 @@
 // (how long to wait), google.rpc.QuotaFailure (which quota), the
 // grpc-retry-pushback-ms trailer, and rate-limit fields sent as metadata
 // (x-ratelimit-*, the IETF RateLimit fields, ...; a unary call's header
-// and trailer, a failed stream's trailer):
+// and trailer, a stream's header once it is admitted, a failed stream's
+// trailer):
 //
 //	c := grpcthrottle.NewClient(grpcthrottle.WithLimiter(limiters.NewTokenBucket(limiters.PerSecond(10), 10)))
 //	defer c.Close()
@@ -36,8 +37,10 @@
 // status too (status.Code: RESOURCE_EXHAUSTED, CANCELED,
 // DEADLINE_EXCEEDED).
 //
-// A stream's status comes when it ends: a stream refused with RetryInfo
-// teaches its partition then, as a refused unary call does at once. A
+// A stream opens before the server has answered: it counts as a call the
+// server took once its first message (or its end) shows it was admitted,
+// and a stream refused with RetryInfo teaches its partition when its
+// status comes, as a refused unary call does at once. A
 // stream holds its permit of a concurrency limiter until it ends (RecvMsg
 // returned an error, or the one response of a client-streaming call) or
 // its context is done.
