@@ -65,8 +65,10 @@
 //   - A leaky bucket (limiters.NewLeakyBucket) is a queue, and is served
 //     as one, as nginx's limit_req serves its burst: a request that finds
 //     its slot taken and room in its queue is held until its slot, then
-//     admitted; only a full queue refuses, with Retry-After until the next
-//     slot frees a place. It advertises that queue: r its free room, t its
+//     admitted, if that slot is at most a second away (a slow bucket, a
+//     slot every few minutes, refuses with the wait instead of holding a
+//     request for minutes); only a full queue refuses, with Retry-After
+//     until the next slot frees a place. It advertises that queue: r its free room, t its
 //     next slot. (server.New holds for a lone leaky bucket in a
 //     repository.Memory; a Policy for a rule's limits in its default
 //     storage under [Block], the limits beside it admitting; elsewhere,

@@ -31,6 +31,13 @@ import (
 // is admitted now, held until its turn), t the time until its next slot
 // (when one more place frees), and a refusal's Retry-After the same.
 
+// maxHold is the longest a request is held for its slot. A bucket that
+// drains slowly (10 an hour: a slot every six minutes) would hold an HTTP
+// request for minutes, past any client's or proxy's timeout: a slot
+// further off than this is refused with its Retry-After, as any other
+// limit's would be.
+const maxHold = time.Second
+
 // limiterSource is a repository that hands out a key's limiter
 // (repository.Memory).
 type limiterSource interface {
@@ -59,7 +66,7 @@ func (rl *RateLimiter) shaper(key string) limiters.Limiter {
 // request ended first), with RetryAfter until the next slot. err is the
 // repository's.
 func (rl *RateLimiter) hold(ctx context.Context, key string, l limiters.Limiter, n int, d limiters.Decision) (limiters.Decision, error) {
-	if n > d.Limit { // never: refused for good, as before
+	if n > d.Limit || d.RetryAfter > maxHold { // never, or not soon: refused, as before
 		return d, nil
 	}
 	err := rl.repo.Acquire(ctx, key, n)
@@ -167,7 +174,7 @@ func (s *stage) hold(ctx context.Context, caller string) (held bool, err error) 
 	}
 	repo := s.set.repo
 	p, err := repo.TryAcquire(ctx, caller, 0)
-	if err != nil || p.RetryAfter > span {
+	if err != nil || p.RetryAfter > min(span, maxHold) {
 		return false, err
 	}
 	if err := repo.Acquire(ctx, caller, s.n); err != nil {

@@ -168,3 +168,41 @@ func TestLeakyBucketHolds(t *testing.T) {
 		})
 	})
 }
+
+// TestSlowLeakyBucketRefuses: a bucket that drains slowly (10 an hour, a
+// slot every six minutes) does not hold a request for minutes: one whose
+// slot is further off than a second is refused at once with the wait, as
+// before, under server.New and a Policy alike.
+func TestSlowLeakyBucketRefuses(t *testing.T) {
+	spec := limiters.Spec{Algorithm: limiters.AlgLeakyBucket, Rate: limiters.Rate{N: 10, Per: time.Hour}, Limit: 6}
+	check := func(t *testing.T, h http.Handler) {
+		require.Equal(t, http.StatusOK, do(h, "GET", "/", "192.0.2.1:1").Code)
+		start := time.Now()
+		w := do(h, "GET", "/", "192.0.2.1:1")
+		assert.Equal(t, http.StatusTooManyRequests, w.Code)
+		assert.Zero(t, time.Since(start), "refused at once, not held")
+		info := headers.Parse(w.Header(), time.Now())
+		assert.Equal(t, 6*time.Minute, info.RetryAfter.Round(time.Second), "the next slot")
+	}
+	t.Run("server.New", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			repo := repository.NewMemory(func(string) limiters.Limiter {
+				l, err := spec.New()
+				if err != nil {
+					panic(err)
+				}
+				return l
+			})
+			defer repo.Close()
+			check(t, server.New(repo).Middleware(ok))
+		})
+	})
+	t.Run("policy", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := mustPolicy(t, server.PolicyConfig{Plans: map[string]server.Plan{"only": {
+				Default: &server.Rule{Limits: []limiters.Spec{spec}},
+			}}})
+			check(t, server.New(nil, server.WithPolicy(p)).Middleware(ok))
+		})
+	})
+}
