@@ -224,35 +224,43 @@ const (
 // asking (ms), wireFor and blindFor (ms).
 //
 // Claims are fair between the stores (the processes) sharing a quota: each
-// store's claims in the window are counted (field "n:" .. id: the window's
-// reset, the count, and until when it counts as asking: ARGV[4] ms after a
-// probe election (a Transport that lost one waits up to throttle's
+// store's claims are counted (field "n:" .. id: the reset of the window of
+// its last claim, "+" when made past that reset before an answer told the
+// new window, the count, and until when it counts as asking: ARGV[4] ms
+// after a probe election (a Transport that lost one waits up to throttle's
 // probeRecheck, 250 ms, without asking), five blind intervals after a
 // refusal (it asks again after one) and past the reset when told nothing
 // remains, three after an admission (a store with nothing more to send
-// stops holding the others back at once);
-// claims made after a reset, before an answer tells the new window, are
-// counted as "<old reset>+" and count in the new one). A store may be
-// ahead of the least served of the stores still asking by at most its
-// equal part of what remains: when room is plenty nobody is held, and as
-// it shrinks the claims go round; the last two per store asking go to
-// whoever asks (a permit a waiting store does not take in time would be
-// lost to the whole fleet until the reset). Without it, the processes whose answers
-// come back first claim again first, and one of three finished in half
-// the time of the others.
+// stops holding the others back at once). A store may be ahead of the
+// least served of the stores still asking by at most its equal part of
+// what remains: when room is plenty nobody is held, and as it shrinks the
+// claims go round; the last two per store asking go to whoever asks (a
+// permit a waiting store does not take in time would be lost to the whole
+// fleet until the reset). Without it, the processes whose answers come
+// back first claim again first, and one of three finished in half the time
+// of the others.
+//
+// The counts run across windows, not from each reset: what a window's
+// split leaves unequal — the claims made past a reset before an answer
+// tells the new window, which nothing holds back, and the last permits,
+// which go to whoever asks first — is made up in the next window. Counted
+// per window, the same process (the one that gets the CPU first, on a
+// loaded machine) won those 4–7 permits of 60 window after window, and
+// three processes sending 120 each finished up to 29% apart. A store new
+// to the quota, or back after not asking for ARGV[4] ms, starts level with
+// the least served of those asking: it is owed nothing from before.
 var claim = redis.NewScript(quotaNow + `
 local blind, nk = tonumber(ARGV[2]), "n:" .. ARGV[3]
 redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", now - tonumber(ARGV[5]))
 local inflight = redis.call("ZCARD", KEYS[2])
 if known and now < reset then
 	local all = redis.call("HGETALL", KEYS[1])
-	local mine, least, active = 0, nil, 1
+	local mine, least, active = nil, nil, 1
 	for i = 1, #all, 2 do
 		local f = all[i]
 		if string.sub(f, 1, 2) == "n:" then
-			local r, plus, c, till = string.match(all[i + 1], "^(%d+)(%+?):(%d+):(%d+)")
-			r, c, till = tonumber(r), tonumber(c), tonumber(till)
-			if not r or (plus == "" and r ~= reset) or (plus == "+" and r >= reset) then c = 0 end
+			local c, till = string.match(all[i + 1], "^%d+%+?:(%d+):(%d+)")
+			c, till = tonumber(c) or 0, tonumber(till)
 			if f == nk then
 				mine = c
 			elseif not till or till < now - tonumber(ARGV[4]) then
@@ -263,6 +271,9 @@ if known and now < reset then
 			end
 		end
 	end
+	-- a store new to the quota (or back after a pause) starts level with
+	-- the least served of those asking: it is owed nothing from before
+	if mine == nil then mine = least or 0 end
 	if rem <= 0 then
 		-- it asks again at the reset: it counts as asking until then
 		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. reset .. ":w")
@@ -280,11 +291,7 @@ else
 	-- claims past the reset, before an answer tells the new window: they
 	-- count in it
 	local w = redis.call("HGET", KEYS[1], nk)
-	local c = 0
-	if w then
-		local r, plus, n = string.match(w, "^(%d+)(%+?):(%d+):")
-		if plus == "+" and tonumber(r) == reset then c = tonumber(n) end
-	end
+	local c = w and tonumber(string.match(w, "^%d+%+?:(%d+):")) or 0
 	redis.call("HSET", KEYS[1], nk, reset .. "+:" .. (c + 1) .. ":" .. (now + 3 * blind) .. ":a")
 end
 local seq = redis.call("HINCRBY", KEYS[1], "seq", 1)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/throttlekit/throttle"
+	"github.com/throttlekit/throttle/feedbackstore"
 	"github.com/throttlekit/throttle/internal/testutil/apisim"
 	"github.com/throttlekit/throttle/internal/testutil/feedbacktest"
 	"github.com/throttlekit/throttle/internal/testutil/redistest"
@@ -298,12 +300,12 @@ func TestFeedbackStoreLateJoiner(t *testing.T) {
 
 // TestFeedbackStoreFairShares: three processes (each a Transport with its
 // own client and store, five goroutines each) sharing one quota through the
-// store each send 120 requests: they finish within 35% of each other.
-// Issue 20 asks for 20%: most runs are within 5–12% (the last window's
-// permits split among the processes sets much of the spread), but a
-// loaded CI run took 4.22 s against 5.43 s (29%), and 240 requests each
-// under -race still spread 16%; the bound catches a process starved for
-// windows, not the last window's split.
+// store each send 120 requests: they finish within 20% of each other.
+// While the store counted each window's claims afresh, the process that
+// got the CPU first won the unmetered claims at each reset and the last
+// permits of each window (23–25 of 60 against 17, window after window),
+// and a loaded run spread 29%; counted across windows, five runs beside
+// two busy CPU hogs spread 0.7–3.8%.
 func TestFeedbackStoreFairShares(t *testing.T) {
 	s := redistest.Start(t)
 	q := apisim.NewQuota(60, time.Second, "X-API-Key")
@@ -334,7 +336,61 @@ func TestFeedbackStoreFairShares(t *testing.T) {
 		})
 	}
 	all.Wait()
-	t.Logf("3 processes × %d requests at 60/s through one quota: finished after %v; %d refused", each, took, q.Snapshot().Refused)
 	lo, hi := slices.Min(took), slices.Max(took)
-	assert.LessOrEqual(t, float64(hi), 1.35*float64(lo), "the processes' shares are not fair")
+	t.Logf("3 processes × %d requests at 60/s through one quota: finished after %v (spread %.1f%%); %d refused",
+		each, took, 100*(float64(hi)/float64(lo)-1), q.Snapshot().Refused)
+	assert.LessOrEqual(t, float64(hi), 1.2*float64(lo), "the processes' shares are not fair")
+}
+
+// TestFeedbackStoreClaimsCountAcrossWindows: what one window's split left
+// unequal is made up in the next: a store that ended a window ten claims
+// ahead is held in the next while the other asks, and a store new to the
+// quota starts level with the least served, owed nothing.
+func TestFeedbackStoreClaimsCountAcrossWindows(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	a, b, c := NewFeedbackStore(newClient(t, s)), NewFeedbackStore(newClient(t, s)), NewFeedbackStore(newClient(t, s))
+	defer a.Close()
+	defer b.Close()
+	defer c.Close()
+	const key = "api"
+	reset := time.Now().Add(time.Minute).Truncate(time.Millisecond)
+	rem := int64(100)
+	require.NoError(t, a.Settle(ctx, key, feedbackstore.Grant{}, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}))
+	take := func(st *FeedbackStore) feedbackstore.Grant {
+		t.Helper()
+		g, err := st.Claim(ctx, key)
+		require.NoError(t, err)
+		if g.Seq > 0 {
+			rem--
+			require.NoError(t, st.Settle(ctx, key, g, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}))
+		}
+		return g
+	}
+	// b asks for the probe while a claims: it counts as asking throughout.
+	asks := func() {
+		_, err := b.Probe(ctx, key, "b", time.Millisecond)
+		require.NoError(t, err)
+	}
+	require.NotZero(t, take(b).Seq)
+	asks()
+	for range 11 {
+		require.NotZero(t, take(a).Seq, "room is plenty: a is not held")
+	}
+	// The next window: 8 remain, a is 11 claims ahead of b, who asks.
+	reset, rem = reset.Add(time.Minute), 8
+	require.NoError(t, a.Settle(ctx, key, feedbackstore.Grant{}, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}))
+	asks()
+	g := take(a)
+	assert.Zero(t, g.Seq, "a, ahead from the last window, claimed while b asks")
+	assert.False(t, g.Spent)
+	require.NotZero(t, take(b).Seq, "b, behind, is held")
+	// c joins: it starts level with b (2 claims), not at 0.
+	asks()
+	require.NotZero(t, take(c).Seq)
+	v, err := newClient(t, s).HGet(ctx, a.key(key, "quota"), "n:"+c.id).Result()
+	require.NoError(t, err)
+	_, rest, _ := strings.Cut(v, ":")
+	count, _, _ := strings.Cut(rest, ":")
+	assert.Equal(t, "3", count, "c's count after its first claim (%q)", v)
 }
