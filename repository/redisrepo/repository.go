@@ -87,6 +87,7 @@ var (
 type limit struct {
 	code string
 	args [6]any
+	max  int // the most permits one call may take: the limit (a bucket's saturated burst)
 }
 
 // New returns a repository deciding spec's limit for every key in Redis,
@@ -125,8 +126,8 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		}
 		r.limits = append(r.limits, l)
 		codes[i] = l.code
-		if r.maxN < 0 || s.Limit < r.maxN {
-			r.maxN = s.Limit
+		if r.maxN < 0 || l.max < r.maxN {
+			r.maxN = l.max
 		}
 		switch l.code {
 		case codeGCRA, codeTokenBucket, codeLeakyBucket:
@@ -184,24 +185,21 @@ func newLimit(s limiters.Spec, lease time.Duration) (limit, error) {
 	var l limit
 	switch s.Algorithm {
 	case limiters.AlgGCRA, limiters.AlgTokenBucket, limiters.AlgLeakyBucket:
-		if s.Rate.Per%time.Microsecond != 0 {
-			return l, fmt.Errorf("redisrepo: spec rate: the period must be a whole number of microseconds, got %v", s.Rate.Per)
-		}
-		n, p := int64(s.Rate.N), int64(s.Rate.Per/time.Microsecond)
-		g := gcd(n, p)
-		den, per := n/g, p/g
-		if per > maxExact/int64(s.Limit) || den > maxExact/int64(s.Limit) {
-			return l, fmt.Errorf("redisrepo: spec limit: %d at rate %v spans too long for exact arithmetic", s.Limit, s.Rate)
+		b, err := newBucket(s.Rate, s.Limit)
+		if err != nil {
+			return l, err
 		}
 		ql := int64(s.QueueLimit) // 0: unlimited, except the leaky bucket's capacity
 		if ql == 0 && s.Algorithm == limiters.AlgLeakyBucket {
-			ql = int64(s.Limit)
+			ql = b.burst
 		}
 		l.code = map[string]string{limiters.AlgGCRA: codeGCRA, limiters.AlgTokenBucket: codeTokenBucket, limiters.AlgLeakyBucket: codeLeakyBucket}[s.Algorithm]
-		l.args = [6]any{l.code, per / den, per % den, den, s.Limit, ql}
+		l.args = [6]any{l.code, b.us, b.fr, b.den, b.burst, ql}
+		l.max = int(b.burst)
 	case limiters.AlgConcurrency:
 		l.code = codeConcurrency
 		l.args = [6]any{l.code, s.Limit, lease.Microseconds(), 0, 0, 0}
+		l.max = s.Limit
 	default:
 		if s.Window%time.Microsecond != 0 {
 			return l, fmt.Errorf("redisrepo: spec window: must be a whole number of microseconds, got %v", s.Window)
@@ -218,6 +216,7 @@ func newLimit(s limiters.Spec, lease time.Duration) (limit, error) {
 		}
 		l.code = map[string]string{limiters.AlgFixedWindow: codeFixedWindow, limiters.AlgSlidingWindow: codeSlidingWindow, limiters.AlgSlidingLog: codeSlidingLog}[s.Algorithm]
 		l.args = [6]any{l.code, s.Limit, w, 0, 0, 0}
+		l.max = s.Limit
 	}
 	return l, nil
 }
