@@ -261,11 +261,8 @@ func (r *Repository) keys(key string) []string {
 
 // call runs the script for key through the batcher.
 func (r *Repository) call(ctx context.Context, key, op string, n int, maxWait int64, id string, extra []string) (any, error) {
-	fast := r.fast
-	if op != "try" && op != "peek" {
-		fast = nil
-	}
-	res, err := r.b.do(ctx, r.script, fast, r.keys(key), r.args(op, n, maxWait, id, extra))
+	fast, keys, args := r.request(key, op, n, maxWait, id, extra)
+	res, err := r.b.do(ctx, r.script, fast, keys, args)
 	if ours(err) {
 		msg := strings.TrimPrefix(err.Error(), "THROTTLE foreign value at key ")
 		return nil, fmt.Errorf("%w %s", ErrForeignValue, msg)
@@ -273,12 +270,29 @@ func (r *Repository) call(ctx context.Context, key, op string, n int, maxWait in
 	return res, err
 }
 
+// request is what a call of op sends: the keys and ARGV of the main
+// script, or, for a try or peek it serves, of the fast script (fast not
+// nil), which needs only the first key.
+func (r *Repository) request(key, op string, n int, maxWait int64, id string, extra []string) (*fast, []string, []any) {
+	if r.fast != nil && (op == "try" || op == "peek") {
+		k := r.cfg.prefix + "{" + encodeKey(key) + "}:0" + r.limits[0].code
+		return r.fast, []string{k}, r.fast.args(boxed[op], n, r.clockArg(), &r.limits[0])
+	}
+	return nil, r.keys(key), r.args(op, n, maxWait, id, extra)
+}
+
+// clockArg is the scripts' clock argument: empty (Redis's TIME) unless a
+// test drives the clock.
+func (r *Repository) clockArg() string {
+	if r.clock != nil {
+		return strconv.FormatInt(r.clock(), 10)
+	}
+	return ""
+}
+
 // args is the script's ARGV; see lua.go.
 func (r *Repository) args(op string, n int, maxWait int64, id string, extra []string) []any {
-	clock := ""
-	if r.clock != nil {
-		clock = strconv.FormatInt(r.clock(), 10)
-	}
+	clock := r.clockArg()
 	args := make([]any, 0, 6+6*len(r.limits)+len(extra))
 	var wait any = maxWait
 	if maxWait == -1 {
@@ -311,6 +325,25 @@ func (r *Repository) observe(e Event) {
 // BreakerState is the circuit breaker's state: "closed" (Redis in use),
 // "open" (Redis skipped, the fail mode decides) or "half-open" (a trial).
 func (r *Repository) BreakerState() string { return r.cb.State().String() }
+
+// decision reads a try's or peek's reply: allowed, limit, remaining,
+// reset and retry (µs).
+func decision(res any) (limiters.Decision, error) {
+	var v [5]int64
+	arr, ok := res.([]any)
+	if ok && len(arr) == len(v) {
+		for i, x := range arr {
+			if v[i], ok = x.(int64); !ok {
+				break
+			}
+		}
+	}
+	if !ok || len(arr) != len(v) {
+		return limiters.Decision{}, fmt.Errorf("redisrepo: bad decision reply %v", res)
+	}
+	return limiters.Decision{Allowed: v[0] == 1, Limit: int(v[1]), Remaining: int(v[2]),
+		ResetAfter: us(v[3]), RetryAfter: us(v[4])}, nil
+}
 
 func ints(res any) ([]int64, []string, error) {
 	arr, ok := res.([]any)
@@ -371,12 +404,10 @@ func (r *Repository) TryAcquire(ctx context.Context, key string, n int) (limiter
 	if err != nil {
 		return r.failTry(ctx, key, n, err)
 	}
-	v, _, err := ints(res)
-	if err != nil || len(v) != 5 {
-		return limiters.Decision{}, fmt.Errorf("redisrepo: bad decision reply %v: %v", res, err)
+	d, err := decision(res)
+	if err != nil {
+		return d, err
 	}
-	d := limiters.Decision{Allowed: v[0] == 1, Limit: int(v[1]), Remaining: int(v[2]),
-		ResetAfter: us(v[3]), RetryAfter: us(v[4])}
 	if d.Allowed && id != "" {
 		r.hold(key, id, n)
 	}
