@@ -279,8 +279,8 @@ func (b *batcher) bound(parent context.Context, begin time.Time) (context.Contex
 // the deadline — and hears of the caller's cancellation only then, as the
 // socket does when the round trip ends. context.WithTimeout would arm and
 // stop a timer, and register with a cancellable caller's context, for
-// every round trip: most of what a lone call costs on the client beyond
-// the peers' (BenchmarkRedis, g=1).
+// every round trip: about 0.5 µs of CPU, most of what a lone call cost the
+// client beyond redis_rate's (BenchmarkRedis, g=1).
 type tripCtx struct {
 	context.Context
 	dl   time.Time

@@ -105,7 +105,12 @@
 // sender, whatever its ctx); a cancellation without a deadline is noticed
 // when that round trip ends, at most WithTimeout later. Calls that arrive
 // while a round trip is in flight wait for the sender, and return the
-// moment their ctx is done.
+// moment their ctx is done. The deadline is kept on the socket; what the
+// client waits for on a context's Done instead (a connection from a full
+// pool, a retry's back-off) ends at most WithTimeout/16 past it: the round
+// trips begun within each sixteenth of the timeout share one timer, rather
+// than each arming its own (context.WithTimeout's timer cost about 0.5 µs
+// of CPU per call).
 //
 // # Lease mode
 //

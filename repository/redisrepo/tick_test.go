@@ -20,6 +20,7 @@ func TestTripCtx(t *testing.T) {
 		const timeout = 1600 * time.Millisecond
 		var ts ticks
 		parent, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		start := time.Now()
 		type trip struct {
 			ctx   *tripCtx
