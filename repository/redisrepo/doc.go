@@ -109,8 +109,7 @@
 // client waits for on a context's Done instead (a connection from a full
 // pool, a retry's back-off) ends at most WithTimeout/16 past it: the round
 // trips begun within each sixteenth of the timeout share one timer, rather
-// than each arming its own (context.WithTimeout's timer cost about 0.5 µs
-// of CPU per call).
+// than each arming its own (bench/README.md measures what that saves).
 //
 // # Lease mode
 //
