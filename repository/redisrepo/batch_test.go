@@ -136,7 +136,8 @@ func TestMergedBatch(t *testing.T) {
 			}
 			var batch []*call
 			for _, k := range []string{"a", "a", "b", "bad", "a", "a"} {
-				batch = append(batch, &call{script: r.script, fast: r.fast, keys: r.keys(k), args: r.args("try", 1, -1, "", nil), done: make(chan struct{})})
+				f, keys, args := r.request(k, "try", 1, -1, "", nil)
+				batch = append(batch, &call{script: r.script, fast: f, keys: keys, args: args, done: make(chan struct{})})
 			}
 			before := h.single.Load()
 			r.b.exec(ctx, batch)
@@ -192,8 +193,8 @@ func TestBatchEqualsSingles(t *testing.T) {
 				if alg == limiters.AlgConcurrency && op == "try" {
 					id = batched.newID()
 				}
-				calls = append(calls, &call{script: batched.script, fast: batched.fast, keys: batched.keys(key),
-					args: batched.args(op, n, -1, id, nil), done: make(chan struct{})})
+				f, keys, args := batched.request(key, op, n, -1, id, nil)
+				calls = append(calls, &call{script: batched.script, fast: f, keys: keys, args: args, done: make(chan struct{})})
 				res, err := single.call(ctx, key, op, n, -1, id, nil)
 				if err != nil {
 					t.Fatal(err)

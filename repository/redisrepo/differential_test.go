@@ -3,6 +3,8 @@ package redisrepo
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 	"testing/synctest"
@@ -49,14 +51,15 @@ func mustExercise(t *testing.T, trace []step, got []limiters.Decision) {
 	}
 }
 
-// maxStep is the longest pause between two calls of a trace: short enough
-// that the limit is often reached, long enough that it often comes back.
-func maxStep(spec limiters.Spec) time.Duration {
+// maxStep is the longest pause between two calls of a trace of spec (of
+// limit, a bucket's saturated burst): short enough that the limit is often
+// reached, long enough that it often comes back.
+func maxStep(spec limiters.Spec, limit int) time.Duration {
 	switch {
 	case spec.Window > 0:
 		return spec.Window / 3
 	case spec.Rate.N > 0:
-		return spec.Rate.Per * time.Duration(spec.Limit) / time.Duration(2*spec.Rate.N)
+		return time.Duration(float64(spec.Rate.Per) / float64(spec.Rate.N) * float64(limit) / 2)
 	}
 	return 400 * time.Millisecond
 }
@@ -110,6 +113,20 @@ func TestDifferentialLarge(t *testing.T) {
 		{Algorithm: limiters.AlgTokenBucket, Limit: 1_000_000, Rate: limiters.Rate{N: 1_000_000, Per: time.Hour}},
 		{Algorithm: limiters.AlgGCRA, Limit: 1_000_000_000, Rate: limiters.Rate{N: 1_000_000, Per: time.Second}},
 		{Algorithm: limiters.AlgGCRA, Limit: 10, Rate: limiters.Rate{N: 1, Per: 31 * day}},
+		// bursts that take the local limiter's horizon (2^60 ns) to refill
+		// saturate there, on Redis too: 430 at one per 31 days
+		{Algorithm: limiters.AlgGCRA, Limit: 1_000_000_000, Rate: limiters.Rate{N: 1, Per: 31 * day}},
+		{Algorithm: limiters.AlgTokenBucket, Limit: 1_000_000_000, Rate: limiters.Rate{N: 1, Per: 31 * day}},
+		{Algorithm: limiters.AlgLeakyBucket, Limit: 1_000_000_000, Rate: limiters.Rate{N: 1, Per: 31 * day}},
+		// rounded intervals (newBucket): within the bound of the spec's
+		// rate, exactly the local limiter of the rounded one
+		{Algorithm: limiters.AlgGCRA, Limit: 1_000_000_000, Rate: limiters.Rate{N: 7, Per: 31 * day}},
+		{Algorithm: limiters.AlgGCRA, Limit: 1_000_000, Rate: limiters.Rate{N: 999_999, Per: day}},
+		{Algorithm: limiters.AlgTokenBucket, Limit: 1_000_000, Rate: limiters.Rate{N: 999_999, Per: day}},
+		{Algorithm: limiters.AlgGCRA, Limit: 1_000_000_000, Rate: limiters.Rate{N: 999_999_937, Per: 31 * day}},
+		{Algorithm: limiters.AlgLeakyBucket, Limit: 100_000_000, Rate: limiters.Rate{N: 999_999_937, Per: 31 * day}},
+		// a period that is not a whole number of microseconds
+		{Algorithm: limiters.AlgGCRA, Limit: 10, Rate: limiters.Rate{N: 2, Per: 3001 * time.Nanosecond}},
 	}
 	for i, spec := range cases {
 		for _, main := range []bool{false, true} {
@@ -124,15 +141,37 @@ func TestDifferentialLarge(t *testing.T) {
 // one, not the fast one, if main) and the local limiter, and requires
 // identical decisions; steps last up to maxStep(spec)/div.
 func differential(t *testing.T, c *redis.Client, spec limiters.Spec, prefix string, rng *rand.Rand, main bool, div int64) {
+	local, limit := spec, spec.Limit
+	var b bucket
+	switch spec.Algorithm {
+	case limiters.AlgGCRA, limiters.AlgTokenBucket, limiters.AlgLeakyBucket:
+		var err error
+		if b, err = newBucket(spec.Rate, spec.Limit); err != nil {
+			t.Fatal(err)
+		}
+		limit = int(b.burst) // saturated, as the local limiter's
+		if !b.exact {
+			// the scripts decide exactly as the local limiter of the
+			// rounded rate, and within the bound of the spec's own
+			var ok bool
+			if local.Rate, ok = b.rate(); !ok {
+				t.Fatalf("%+v: no local rate", b)
+			}
+			local.Limit = limit
+		}
+	}
+	if maxStep(spec, limit) > 10*365*24*time.Hour {
+		div = max(div, 100) // a saturated burst refills in 36 years: shorter steps
+	}
 	trace := make([]step, 250)
 	held := 0
 	// permits per call: up to 3, or, for a large limit, up to a third of it
-	maxN := min(spec.Limit, 3)
-	if spec.Limit > 100 {
-		maxN = spec.Limit / 3
+	maxN := min(limit, 3)
+	if limit > 100 {
+		maxN = limit / 3
 	}
 	for j := range trace {
-		st := step{dt: time.Duration(rng.Int64N(int64(maxStep(spec))/div)) / time.Microsecond * time.Microsecond}
+		st := step{dt: time.Duration(rng.Int64N(int64(maxStep(spec, limit))/div)) / time.Microsecond * time.Microsecond}
 		if spec.Algorithm == limiters.AlgConcurrency && held > 0 && rng.IntN(3) == 0 {
 			st.rel = 1 + rng.IntN(held)
 			held -= st.rel
@@ -167,6 +206,52 @@ func differential(t *testing.T, c *redis.Client, spec limiters.Spec, prefix stri
 		got[j] = d
 	}
 	mustExercise(t, trace, got)
+	want := localDecisions(t, local, trace)
+	for j := range trace {
+		if got[j] != want[j] {
+			t.Fatalf("step %d (%+v): redis %+v, local %+v", j, trace[j], got[j], want[j])
+		}
+	}
+	if b.burst == 0 || b.exact {
+		return
+	}
+	// Against the spec's own rate, until the first decision at the edge
+	// (from there on the two hold different states): each permit taken
+	// moves the state by over more than at the spec's rate, so a wait or
+	// reset differs by at most over per permit granted so far (and the
+	// burst and n of the call), and Remaining by that in intervals.
+	over := new(big.Rat).Sub(b.interval(), trueInterval(spec.Rate))
+	iv, _ := trueInterval(spec.Rate).Float64()
+	want = localDecisions(t, spec, trace)
+	granted := int64(0)
+	for j, st := range trace {
+		slack := new(big.Rat).Mul(over, new(big.Rat).SetInt64(b.burst+int64(st.n)+granted))
+		us, _ := slack.Float64()
+		bound := time.Duration(math.Ceil(us)+1) * time.Microsecond
+		rem := int(math.Ceil(us/iv)) + 1
+		g, w := got[j], want[j]
+		if g.Allowed != w.Allowed {
+			// only at the edge: the refused one's wait is within the bound
+			if max(g.RetryAfter, w.RetryAfter) > bound {
+				t.Fatalf("step %d (%+v): redis %+v, the spec's own rate %+v (bound %v)", j, st, g, w, bound)
+			}
+			t.Logf("step %d of %d: at the edge (redis %+v, the spec's own rate %+v)", j, len(trace), g, w)
+			break
+		}
+		if g.Limit != w.Limit || g.Remaining < w.Remaining-rem || g.Remaining > w.Remaining ||
+			(g.RetryAfter-w.RetryAfter).Abs() > bound || (g.ResetAfter-w.ResetAfter).Abs() > bound {
+			t.Fatalf("step %d (%+v): redis %+v, the spec's own rate %+v (bounds %v, %d)", j, st, g, w, bound, rem)
+		}
+		if g.Allowed {
+			granted += int64(st.n)
+		}
+	}
+	t.Logf("the interval rounded up by %s µs", over.FloatString(9))
+}
+
+// localDecisions runs trace through the local limiter of spec in a
+// synctest bubble, its durations rounded up to the microsecond.
+func localDecisions(t *testing.T, spec limiters.Spec, trace []step) []limiters.Decision {
 	var want []limiters.Decision
 	synctest.Test(t, func(t *testing.T) {
 		lim, err := spec.New()
@@ -186,11 +271,7 @@ func differential(t *testing.T, c *redis.Client, spec limiters.Spec, prefix stri
 			want[j] = d
 		}
 	})
-	for j := range trace {
-		if got[j] != want[j] {
-			t.Fatalf("step %d (%+v): redis %+v, local %+v", j, trace[j], got[j], want[j])
-		}
-	}
+	return want
 }
 
 // TestReserveDifferential: the script's reservations (what Acquire waits

@@ -21,16 +21,27 @@
 // microseconds (Redis's clock resolution), with rates kept as exact
 // fractions as package limiters keeps them, so nothing drifts; the
 // Decisions are those the local limiter of the same Spec would return,
-// durations rounded up to the microsecond. A rate's period and a window
-// must therefore be whole microseconds. Lua's numbers are doubles, exact
-// below 2^53: the window algorithms keep the sliding window's products of
-// a count and a duration in two limbs, so every window spec up to a limit
-// of 2^31−1 over about 50 days (1,000,000 an hour, 100,000 a day, 10^9 over
-// 31 days) decides exactly as the local limiter (TestDifferentialLarge);
-// the bucket algorithms are exact for every rate from one per 31 days to
-// 10^6 per second whose burst refills within about 71 years (burst ×
-// interval below 2^51 microseconds), and New refuses a bucket beyond that with an
-// error that says so.
+// durations rounded up to the microsecond. A window must therefore be a
+// whole number of microseconds (a rate's period need not be). Lua's
+// numbers are doubles, exact below 2^53: the window algorithms keep the
+// sliding window's products of a count and a duration in two limbs, so
+// every window spec up to a limit of 2^31−1 over about 50 days (1,000,000
+// an hour, 100,000 a day, 10^9 over 31 days) decides exactly as the local
+// limiter (TestDifferentialLarge). The bucket algorithms (gcra,
+// token_bucket, leaky_bucket) take every burst and rate the local limiters
+// take: a burst that would take more than 2^60 ns (about 36 years) to
+// refill saturates there, as the local limiter's does (10^9 at one per 31
+// days holds 430), and a decision is exact when the burst times the
+// interval's numerator and its denominator (the interval as a fraction of
+// a microsecond in lowest terms) stay below 2^51 — every rate that divides
+// its period into whole microseconds, or fractions with a small
+// denominator (1,000,000 an hour, 100,000 a day, 7 a second) at any burst.
+// Otherwise the interval is rounded up to the finest fraction of a
+// microsecond that keeps them there (see newBucket): never a faster rate,
+// slower by less than one part in 2^49/burst for rates up to 10^6 per
+// second (999,999 a day with a burst of 10^6: about one part in 10^10), and the
+// decisions are exactly those of the local limiter of that rounded rate.
+// Only a burst beyond 2^51 at a rate above 10^6 per second is refused.
 //
 // NewChain decides several limits of one key (10/s and 1000/day and 5 in
 // flight) all or nothing in the same round trip.
@@ -94,7 +105,11 @@
 // sender, whatever its ctx); a cancellation without a deadline is noticed
 // when that round trip ends, at most WithTimeout later. Calls that arrive
 // while a round trip is in flight wait for the sender, and return the
-// moment their ctx is done.
+// moment their ctx is done. The deadline is kept on the socket; what the
+// client waits for on a context's Done instead (a connection from a full
+// pool, a retry's back-off) ends at most WithTimeout/16 past it: the round
+// trips begun within each sixteenth of the timeout share one timer, rather
+// than each arming its own (bench/README.md measures what that saves).
 //
 // # Lease mode
 //

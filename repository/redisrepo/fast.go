@@ -16,7 +16,7 @@ import "github.com/redis/go-redis/v9"
 // batch takes one key per call and '*', the two fields, then op, n and
 // clock per call; its reply has one element per call, a Decision or the
 // call's error as a string. Every call of a batch shares one TIME.
-const luaFastHead = luaWide + `
+const luaFastHead = `
 local function idiv(a, b)
   local q = math.floor(a / b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
@@ -87,8 +87,9 @@ const luaFastGCRA = luaFastHead + `
   return {allowed, burst, rem, base - t, retry}
 ` + luaFastTail
 
-// luaFastSliding is the sliding window: its state "start:prev:curr".
-const luaFastSliding = luaFastHead + `
+// luaFastSliding is the sliding window: its state "start:prev:curr". It
+// alone needs luaWide: a script defines its helpers anew on every call.
+const luaFastSliding = luaWide + luaFastHead + `
   local lim, win = p1, p2
   local w = idiv(t, win) * win
   local st, p, c = w, 0, 0
@@ -127,20 +128,24 @@ const luaFastSliding = luaFastHead + `
   return {allowed, lim, math.max(lim - c - used, 0), reset, retry}
 ` + luaFastTail
 
-// fast is a fast script and where, in the main script's ARGV (from 0), the
-// two fields it needs are.
+// fast is a fast script and which of its limit's fields (limit.args) it
+// needs.
 type fast struct {
 	script *redis.Script
 	i, j   int
 }
 
-// args is the fast script's ARGV for one call, from the main script's.
-func (f *fast) args(main []any) []any { return []any{main[0], main[1], main[2], main[f.i], main[f.j]} }
+// args is the fast script's ARGV for one call: op, n, clock and the two
+// fields of l.
+func (f *fast) args(op any, n int, clock string, l *limit) []any {
+	return []any{op, n, clock, l.args[f.i], l.args[f.j]}
+}
 
-// batch is the fast script's keys and ARGV for calls.
+// batch is the fast script's keys and ARGV for calls (each with the ARGV
+// of args).
 func (f *fast) batch(calls []*call) ([]string, []any) {
 	keys := make([]string, len(calls))
-	args := append(make([]any, 0, 3+3*len(calls)), "*", calls[0].args[f.i], calls[0].args[f.j])
+	args := append(make([]any, 0, 3+3*len(calls)), "*", calls[0].args[3], calls[0].args[4])
 	for i, c := range calls {
 		keys[i] = c.keys[0]
 		args = append(args, c.args[:3]...)
@@ -149,8 +154,8 @@ func (f *fast) batch(calls []*call) ([]string, []any) {
 }
 
 var (
-	fastGCRA    = &fast{redis.NewScript(luaFastGCRA), 7, 10}   // us, burst
-	fastSliding = &fast{redis.NewScript(luaFastSliding), 7, 8} // limit, window
+	fastGCRA    = &fast{redis.NewScript(luaFastGCRA), 1, 4}    // us, burst
+	fastSliding = &fast{redis.NewScript(luaFastSliding), 1, 2} // limit, window
 )
 
 // fastFor is the fast script for a repository of limits, or nil.

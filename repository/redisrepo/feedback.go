@@ -180,6 +180,12 @@ end
 local v = redis.call("GET", KEYS[1])
 if v and v ~= ARGV[1] then return math.max(redis.call("PTTL", KEYS[1]), 1) end
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+-- the winner's next claim is its probe's: past a reset, it is not held
+w = redis.call("HGET", KEYS[2], nk)
+if w then
+	local r, plus, c, till = string.match(w, "^(%d+)(%+?):(%d+):(%d+)")
+	if r then redis.call("HSET", KEYS[2], nk, r .. plus .. ":" .. c .. ":" .. till .. ":p") end
+end
 return 0`)
 
 // Probe implements throttle.FeedbackStore.
@@ -224,45 +230,89 @@ const (
 // asking (ms), wireFor and blindFor (ms).
 //
 // Claims are fair between the stores (the processes) sharing a quota: each
-// store's claims in the window are counted (field "n:" .. id: the window's
-// reset, the count, and until when it counts as asking: ARGV[4] ms after a
-// probe election (a Transport that lost one waits up to throttle's
+// store's claims are counted (field "n:" .. id: the reset of the window of
+// its last claim, "+" when made past that reset before an answer told the
+// new window, the count, and until when it counts as asking: ARGV[4] ms
+// after a probe election (a Transport that lost one waits up to throttle's
 // probeRecheck, 250 ms, without asking), five blind intervals after a
 // refusal (it asks again after one) and past the reset when told nothing
 // remains, three after an admission (a store with nothing more to send
-// stops holding the others back at once);
-// claims made after a reset, before an answer tells the new window, are
-// counted as "<old reset>+" and count in the new one). A store may be
-// ahead of the least served of the stores still asking by at most its
-// equal part of what remains: when room is plenty nobody is held, and as
-// it shrinks the claims go round; the last two per store asking go to
-// whoever asks (a permit a waiting store does not take in time would be
-// lost to the whole fleet until the reset). Without it, the processes whose answers
-// come back first claim again first, and one of three finished in half
-// the time of the others.
+// stops holding the others back at once); and a letter: a (admitted), w
+// (waiting) or p (its Transport won a probe election). A store may be ahead of the
+// least served of the stores still asking by at most its equal part of
+// what remains: when room is plenty nobody is held, and as it shrinks the
+// claims go round; the last two per store asking go to whoever asks (a
+// permit a waiting store does not take in time would be lost to the whole
+// fleet until the reset). Without it, the processes whose answers come
+// back first claim again first, and one of three finished in half the time
+// of the others.
+//
+// The counts run across windows, not from each reset: what a window's
+// split leaves unequal — the claims made past a reset before an answer
+// tells the new window, and the last permits, which go to whoever asks
+// first — is made up in the next window. Counted per window, the same
+// process (the one that gets the CPU first, on a loaded machine) won those
+// 4–7 permits of 60 window after window, and three processes sending 120
+// each finished up to 29% apart.
+//
+// A window's start is guarded too. A store whose last claim was in an
+// earlier window counts as asking until ARGV[4] ms after that window
+// ended: a Transport told (or whose own answers say) that nothing remains
+// waits for the reset without claiming, and the store that claims first
+// in the new window — the probe's, whose Transport won the election while
+// the others wait for its answer — must not take the window before they
+// are back (one took 35 and 37 of 60 at a window's start, and finished
+// 33–44% before the others). Past a reset, before an answer tells the new
+// window and its room, a store two or more ahead of the least served of
+// those asking waits, except for its probe's claim (the probe election
+// marks the winner's field "p").
+//
+// A store new to the quota, or back after not asking for ARGV[4] ms,
+// starts level with the least served of those asking (past a reset, of
+// those that asked since): it is owed nothing from before. Before any
+// answer has told a window, every store starts from 0, so that what one
+// claims before the others begin is made up.
 var claim = redis.NewScript(quotaNow + `
 local blind, nk = tonumber(ARGV[2]), "n:" .. ARGV[3]
 redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", now - tonumber(ARGV[5]))
 local inflight = redis.call("ZCARD", KEYS[2])
-if known and now < reset then
-	local all = redis.call("HGETALL", KEYS[1])
-	local mine, least, active = 0, nil, 1
-	for i = 1, #all, 2 do
-		local f = all[i]
-		if string.sub(f, 1, 2) == "n:" then
-			local r, plus, c, till = string.match(all[i + 1], "^(%d+)(%+?):(%d+):(%d+)")
-			r, c, till = tonumber(r), tonumber(c), tonumber(till)
-			if not r or (plus == "" and r ~= reset) or (plus == "+" and r >= reset) then c = 0 end
-			if f == nk then
-				mine = c
-			elseif not till or till < now - tonumber(ARGV[4]) then
-				redis.call("HDEL", KEYS[1], f)
-			elseif till >= now then
+local all = redis.call("HGETALL", KEYS[1])
+local mine, least, active, floor, probing = nil, nil, 1, nil, false
+for i = 1, #all, 2 do
+	local f = all[i]
+	if string.sub(f, 1, 2) == "n:" then
+		local r, c, till, st = string.match(all[i + 1], "^(%d+)%+?:(%d+):(%d+):?(%a*)")
+		r, c, till = tonumber(r) or 0, tonumber(c) or 0, tonumber(till)
+		-- a store whose last claim was in an earlier window (as a gate
+		-- waits, without asking, for the window after one spent) counts
+		-- as asking until ARGV[4] ms after that window ended
+		if till and (r < reset or not (known and now < reset)) and r + tonumber(ARGV[4]) > till then
+			till = r + tonumber(ARGV[4])
+		end
+		if f == nk then
+			mine, probing = c, st == "p"
+		elseif not till or till < now - tonumber(ARGV[4]) then
+			redis.call("HDEL", KEYS[1], f)
+		else
+			if floor == nil or c < floor then floor = c end
+			if till >= now then
 				active = active + 1
 				if least == nil or c < least then least = c end
 			end
 		end
 	end
+end
+-- a store new to the quota (or back after ARGV[4] ms without asking)
+-- starts level with the least served of those asking (past a reset, of
+-- those that asked since): it is owed nothing from before. Before the
+-- first answer every store starts from 0: what one claims before the
+-- others begin is theirs to make up.
+if mine == nil then
+	if not known then mine = 0
+	elseif now < reset then mine = least or 0
+	else mine = floor or 0 end
+end
+if known and now < reset then
 	if rem <= 0 then
 		-- it asks again at the reset: it counts as asking until then
 		redis.call("HSET", KEYS[1], nk, reset .. ":" .. mine .. ":" .. reset .. ":w")
@@ -278,14 +328,14 @@ if known and now < reset then
 	redis.call("HSET", KEYS[1], nk, reset .. ":" .. (mine + 1) .. ":" .. (now + 3 * blind) .. ":a")
 else
 	-- claims past the reset, before an answer tells the new window: they
-	-- count in it
-	local w = redis.call("HGET", KEYS[1], nk)
-	local c = 0
-	if w then
-		local r, plus, n = string.match(w, "^(%d+)(%+?):(%d+):")
-		if plus == "+" and tonumber(r) == reset then c = tonumber(n) end
+	-- count in it, and a store ahead of the least served of those asking
+	-- by two waits (but not its probe) while nobody knows the room
+	if not probing and least ~= nil and mine - least >= 2 then
+		redis.call("HSET", KEYS[1], nk, reset .. "+:" .. mine .. ":" .. (now + 5 * blind) .. ":w")
+		redis.call("PEXPIRE", KEYS[1], ARGV[1])
+		return {0, now + blind, 0}
 	end
-	redis.call("HSET", KEYS[1], nk, reset .. "+:" .. (c + 1) .. ":" .. (now + 3 * blind) .. ":a")
+	redis.call("HSET", KEYS[1], nk, reset .. "+:" .. (mine + 1) .. ":" .. (now + 3 * blind) .. ":a")
 end
 local seq = redis.call("HINCRBY", KEYS[1], "seq", 1)
 redis.call("ZADD", KEYS[2], now, seq)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/throttlekit/throttle"
+	"github.com/throttlekit/throttle/feedbackstore"
 	"github.com/throttlekit/throttle/internal/testutil/apisim"
 	"github.com/throttlekit/throttle/internal/testutil/feedbacktest"
 	"github.com/throttlekit/throttle/internal/testutil/redistest"
@@ -298,12 +300,14 @@ func TestFeedbackStoreLateJoiner(t *testing.T) {
 
 // TestFeedbackStoreFairShares: three processes (each a Transport with its
 // own client and store, five goroutines each) sharing one quota through the
-// store each send 120 requests: they finish within 35% of each other.
-// Issue 20 asks for 20%: most runs are within 5–12% (the last window's
-// permits split among the processes sets much of the spread), but a
-// loaded CI run took 4.22 s against 5.43 s (29%), and 240 requests each
-// under -race still spread 16%; the bound catches a process starved for
-// windows, not the last window's split.
+// store each send 120 requests: they finish within 20% of each other.
+// While the store counted each window's claims afresh, the process that
+// got the CPU first won the unmetered claims at each reset and the last
+// permits of each window (23–25 of 60 against 17, window after window),
+// and a loaded run spread 29%; and while the processes waiting for a
+// window did not count as asking at its start, the prober's took 35–37 of
+// 60 there (33–44% apart, a few runs in twenty beside two CPU hogs). Now
+// forty such runs spread 0.3–1.8%.
 func TestFeedbackStoreFairShares(t *testing.T) {
 	s := redistest.Start(t)
 	q := apisim.NewQuota(60, time.Second, "X-API-Key")
@@ -334,7 +338,129 @@ func TestFeedbackStoreFairShares(t *testing.T) {
 		})
 	}
 	all.Wait()
-	t.Logf("3 processes × %d requests at 60/s through one quota: finished after %v; %d refused", each, took, q.Snapshot().Refused)
 	lo, hi := slices.Min(took), slices.Max(took)
-	assert.LessOrEqual(t, float64(hi), 1.35*float64(lo), "the processes' shares are not fair")
+	t.Logf("3 processes × %d requests at 60/s through one quota: finished after %v (spread %.1f%%); %d refused",
+		each, took, 100*(float64(hi)/float64(lo)-1), q.Snapshot().Refused)
+	assert.LessOrEqual(t, float64(hi), 1.2*float64(lo), "the processes' shares are not fair")
+}
+
+// TestFeedbackStoreClaimsCountAcrossWindows: what one window's split left
+// unequal is made up in the next: a store that ended a window ten claims
+// ahead is held in the next while the other asks, and a store new to the
+// quota starts level with the least served, owed nothing.
+func TestFeedbackStoreClaimsCountAcrossWindows(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	a, b, c := NewFeedbackStore(newClient(t, s)), NewFeedbackStore(newClient(t, s)), NewFeedbackStore(newClient(t, s))
+	defer a.Close()
+	defer b.Close()
+	defer c.Close()
+	const key = "api"
+	reset := time.Now().Add(time.Minute).Truncate(time.Millisecond)
+	rem := int64(100)
+	require.NoError(t, a.Settle(ctx, key, feedbackstore.Grant{}, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}))
+	take := func(st *FeedbackStore) feedbackstore.Grant {
+		t.Helper()
+		g, err := st.Claim(ctx, key)
+		require.NoError(t, err)
+		if g.Seq > 0 {
+			rem--
+			require.NoError(t, st.Settle(ctx, key, g, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}))
+		}
+		return g
+	}
+	// b asks for the probe while a claims: it counts as asking throughout.
+	asks := func() {
+		_, err := b.Probe(ctx, key, "b", time.Millisecond)
+		require.NoError(t, err)
+	}
+	require.NotZero(t, take(b).Seq)
+	asks()
+	for range 11 {
+		require.NotZero(t, take(a).Seq, "room is plenty: a is not held")
+	}
+	// The next window: 8 remain, a is 11 claims ahead of b, who asks.
+	reset, rem = reset.Add(time.Minute), 8
+	require.NoError(t, a.Settle(ctx, key, feedbackstore.Grant{}, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}))
+	asks()
+	g := take(a)
+	assert.Zero(t, g.Seq, "a, ahead from the last window, claimed while b asks")
+	assert.False(t, g.Spent)
+	require.NotZero(t, take(b).Seq, "b, behind, is held")
+	// c joins: it starts level with b (2 claims), not at 0.
+	asks()
+	require.NotZero(t, take(c).Seq)
+	v, err := newClient(t, s).HGet(ctx, a.key(key, "quota"), "n:"+c.id).Result()
+	require.NoError(t, err)
+	assert.Equal(t, "3", claimCount(t, v), "c's count after its first claim (%q)", v)
+	// Past a reset, before an answer tells the new window, a newcomer
+	// starts level with those that claimed too.
+	const gap = "gap"
+	require.NoError(t, a.Settle(ctx, gap, feedbackstore.Grant{}, feedbackstore.SharedQuota{Known: true, Remaining: 100, Reset: time.Now().Add(-time.Second)}))
+	for range 5 {
+		g, err := a.Claim(ctx, gap)
+		require.NoError(t, err)
+		require.NotZero(t, g.Seq, "past the reset nothing holds a claim back")
+	}
+	d := NewFeedbackStore(newClient(t, s))
+	defer d.Close()
+	g, err = d.Claim(ctx, gap)
+	require.NoError(t, err)
+	require.NotZero(t, g.Seq)
+	v, err = newClient(t, s).HGet(ctx, d.key(gap, "quota"), "n:"+d.id).Result()
+	require.NoError(t, err)
+	assert.Equal(t, "6", claimCount(t, v), "d's count after its first claim past the reset (%q)", v)
+}
+
+// claimCount is the count in a store's field of a shared quota.
+func claimCount(t *testing.T, v string) string {
+	t.Helper()
+	_, rest, _ := strings.Cut(v, ":")
+	count, _, _ := strings.Cut(rest, ":")
+	return count
+}
+
+// TestFeedbackStoreWindowStart: a store whose last claim was in the last
+// window counts as asking for a moment after it ends (its Transport waits
+// for the new window without claiming), so the store that claims first in
+// the new window is held to its equal part of the room.
+func TestFeedbackStoreWindowStart(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	a, b := NewFeedbackStore(newClient(t, s)), NewFeedbackStore(newClient(t, s))
+	defer a.Close()
+	defer b.Close()
+	const key = "start"
+	end := time.Now().Add(150 * time.Millisecond).Truncate(time.Millisecond)
+	rem := int64(100)
+	take := func(st *FeedbackStore, reset time.Time) feedbackstore.Grant {
+		t.Helper()
+		g, err := st.Claim(ctx, key)
+		require.NoError(t, err)
+		if g.Seq > 0 {
+			rem--
+			require.NoError(t, st.Settle(ctx, key, g, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}))
+		}
+		return g
+	}
+	require.NoError(t, a.Settle(ctx, key, feedbackstore.Grant{}, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: end}))
+	require.NotZero(t, take(b, end).Seq)
+	for range 4 {
+		require.NotZero(t, take(a, end).Seq, "room is plenty")
+	}
+	// b waits for the next window; a, four ahead (it started level with
+	// b's 1), is first in it.
+	time.Sleep(time.Until(end) + 20*time.Millisecond)
+	next := end.Add(time.Minute)
+	rem = 11
+	require.NoError(t, a.Settle(ctx, key, feedbackstore.Grant{}, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: next}))
+	require.NotZero(t, take(a, next).Seq, "a, four ahead of b, may take one of 11 (its part: 5)")
+	g := take(a, next)
+	// b counts as asking for asking (500ms) past the window's end: on a
+	// machine slower than that here, a may take the room, as it should.
+	if late := time.Since(end); late < asking {
+		assert.Zero(t, g.Seq, "a took more than its part while b waits for the window")
+	} else {
+		t.Logf("%v past the window's end: b no longer counts as asking", late)
+	}
 }

@@ -68,7 +68,8 @@ func (r *Repository) tryMany(ctx context.Context, calls []Call, ds []limiters.De
 		} else if r.conc {
 			ids[i] = r.newID()
 		}
-		batch[i] = &call{script: r.script, fast: r.fast, keys: r.keys(c.Key), args: r.args(op, n, -1, ids[i], nil)}
+		f, keys, args := r.request(c.Key, op, n, -1, ids[i], nil)
+		batch[i] = &call{script: r.script, fast: f, keys: keys, args: args}
 	}
 	r.b.exec(ctx, batch)
 	for i, c := range calls {
@@ -97,12 +98,10 @@ func (r *Repository) decided(ctx context.Context, key string, n int, id string, 
 	if bc.err != nil {
 		return r.failTry(ctx, key, n, bc.err)
 	}
-	v, _, err := ints(bc.res)
-	if err != nil || len(v) != 5 {
-		return limiters.Decision{}, fmt.Errorf("redisrepo: bad decision reply %v: %v", bc.res, err)
+	d, err := decision(bc.res)
+	if err != nil {
+		return d, err
 	}
-	d := limiters.Decision{Allowed: v[0] == 1, Limit: int(v[1]), Remaining: int(v[2]),
-		ResetAfter: us(v[3]), RetryAfter: us(v[4])}
 	if d.Allowed && id != "" {
 		r.hold(key, id, n)
 	}

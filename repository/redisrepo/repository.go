@@ -87,6 +87,7 @@ var (
 type limit struct {
 	code string
 	args [6]any
+	max  int // the most permits one call may take: the limit (a bucket's saturated burst)
 }
 
 // New returns a repository deciding spec's limit for every key in Redis,
@@ -125,8 +126,8 @@ func NewChain(client redis.UniversalClient, specs []limiters.Spec, opts ...Optio
 		}
 		r.limits = append(r.limits, l)
 		codes[i] = l.code
-		if r.maxN < 0 || s.Limit < r.maxN {
-			r.maxN = s.Limit
+		if r.maxN < 0 || l.max < r.maxN {
+			r.maxN = l.max
 		}
 		switch l.code {
 		case codeGCRA, codeTokenBucket, codeLeakyBucket:
@@ -184,24 +185,21 @@ func newLimit(s limiters.Spec, lease time.Duration) (limit, error) {
 	var l limit
 	switch s.Algorithm {
 	case limiters.AlgGCRA, limiters.AlgTokenBucket, limiters.AlgLeakyBucket:
-		if s.Rate.Per%time.Microsecond != 0 {
-			return l, fmt.Errorf("redisrepo: spec rate: the period must be a whole number of microseconds, got %v", s.Rate.Per)
-		}
-		n, p := int64(s.Rate.N), int64(s.Rate.Per/time.Microsecond)
-		g := gcd(n, p)
-		den, per := n/g, p/g
-		if per > maxExact/int64(s.Limit) || den > maxExact/int64(s.Limit) {
-			return l, fmt.Errorf("redisrepo: spec limit: %d at rate %v spans too long for exact arithmetic", s.Limit, s.Rate)
+		b, err := newBucket(s.Rate, s.Limit)
+		if err != nil {
+			return l, err
 		}
 		ql := int64(s.QueueLimit) // 0: unlimited, except the leaky bucket's capacity
 		if ql == 0 && s.Algorithm == limiters.AlgLeakyBucket {
-			ql = int64(s.Limit)
+			ql = b.burst
 		}
 		l.code = map[string]string{limiters.AlgGCRA: codeGCRA, limiters.AlgTokenBucket: codeTokenBucket, limiters.AlgLeakyBucket: codeLeakyBucket}[s.Algorithm]
-		l.args = [6]any{l.code, per / den, per % den, den, s.Limit, ql}
+		l.args = [6]any{l.code, b.us, b.fr, b.den, b.burst, ql}
+		l.max = int(b.burst)
 	case limiters.AlgConcurrency:
 		l.code = codeConcurrency
 		l.args = [6]any{l.code, s.Limit, lease.Microseconds(), 0, 0, 0}
+		l.max = s.Limit
 	default:
 		if s.Window%time.Microsecond != 0 {
 			return l, fmt.Errorf("redisrepo: spec window: must be a whole number of microseconds, got %v", s.Window)
@@ -218,6 +216,7 @@ func newLimit(s limiters.Spec, lease time.Duration) (limit, error) {
 		}
 		l.code = map[string]string{limiters.AlgFixedWindow: codeFixedWindow, limiters.AlgSlidingWindow: codeSlidingWindow, limiters.AlgSlidingLog: codeSlidingLog}[s.Algorithm]
 		l.args = [6]any{l.code, s.Limit, w, 0, 0, 0}
+		l.max = s.Limit
 	}
 	return l, nil
 }
@@ -262,11 +261,8 @@ func (r *Repository) keys(key string) []string {
 
 // call runs the script for key through the batcher.
 func (r *Repository) call(ctx context.Context, key, op string, n int, maxWait int64, id string, extra []string) (any, error) {
-	fast := r.fast
-	if op != "try" && op != "peek" {
-		fast = nil
-	}
-	res, err := r.b.do(ctx, r.script, fast, r.keys(key), r.args(op, n, maxWait, id, extra))
+	fast, keys, args := r.request(key, op, n, maxWait, id, extra)
+	res, err := r.b.do(ctx, r.script, fast, keys, args)
 	if ours(err) {
 		msg := strings.TrimPrefix(err.Error(), "THROTTLE foreign value at key ")
 		return nil, fmt.Errorf("%w %s", ErrForeignValue, msg)
@@ -274,12 +270,29 @@ func (r *Repository) call(ctx context.Context, key, op string, n int, maxWait in
 	return res, err
 }
 
+// request is what a call of op sends: the keys and ARGV of the main
+// script, or, for a try or peek it serves, of the fast script (fast not
+// nil), which needs only the first key.
+func (r *Repository) request(key, op string, n int, maxWait int64, id string, extra []string) (*fast, []string, []any) {
+	if r.fast != nil && (op == "try" || op == "peek") {
+		k := r.cfg.prefix + "{" + encodeKey(key) + "}:0" + r.limits[0].code
+		return r.fast, []string{k}, r.fast.args(boxed[op], n, r.clockArg(), &r.limits[0])
+	}
+	return nil, r.keys(key), r.args(op, n, maxWait, id, extra)
+}
+
+// clockArg is the scripts' clock argument: empty (Redis's TIME) unless a
+// test drives the clock.
+func (r *Repository) clockArg() string {
+	if r.clock != nil {
+		return strconv.FormatInt(r.clock(), 10)
+	}
+	return ""
+}
+
 // args is the script's ARGV; see lua.go.
 func (r *Repository) args(op string, n int, maxWait int64, id string, extra []string) []any {
-	clock := ""
-	if r.clock != nil {
-		clock = strconv.FormatInt(r.clock(), 10)
-	}
+	clock := r.clockArg()
 	args := make([]any, 0, 6+6*len(r.limits)+len(extra))
 	var wait any = maxWait
 	if maxWait == -1 {
@@ -312,6 +325,25 @@ func (r *Repository) observe(e Event) {
 // BreakerState is the circuit breaker's state: "closed" (Redis in use),
 // "open" (Redis skipped, the fail mode decides) or "half-open" (a trial).
 func (r *Repository) BreakerState() string { return r.cb.State().String() }
+
+// decision reads a try's or peek's reply: allowed, limit, remaining,
+// reset and retry (µs).
+func decision(res any) (limiters.Decision, error) {
+	var v [5]int64
+	arr, ok := res.([]any)
+	if ok && len(arr) == len(v) {
+		for i, x := range arr {
+			if v[i], ok = x.(int64); !ok {
+				break
+			}
+		}
+	}
+	if !ok || len(arr) != len(v) {
+		return limiters.Decision{}, fmt.Errorf("redisrepo: bad decision reply %v", res)
+	}
+	return limiters.Decision{Allowed: v[0] == 1, Limit: int(v[1]), Remaining: int(v[2]),
+		ResetAfter: us(v[3]), RetryAfter: us(v[4])}, nil
+}
 
 func ints(res any) ([]int64, []string, error) {
 	arr, ok := res.([]any)
@@ -372,12 +404,10 @@ func (r *Repository) TryAcquire(ctx context.Context, key string, n int) (limiter
 	if err != nil {
 		return r.failTry(ctx, key, n, err)
 	}
-	v, _, err := ints(res)
-	if err != nil || len(v) != 5 {
-		return limiters.Decision{}, fmt.Errorf("redisrepo: bad decision reply %v: %v", res, err)
+	d, err := decision(res)
+	if err != nil {
+		return d, err
 	}
-	d := limiters.Decision{Allowed: v[0] == 1, Limit: int(v[1]), Remaining: int(v[2]),
-		ResetAfter: us(v[3]), RetryAfter: us(v[4])}
 	if d.Allowed && id != "" {
 		r.hold(key, id, n)
 	}

@@ -141,7 +141,8 @@ func TestInvalidSpec(t *testing.T) {
 		{limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 1}, "rate"},
 		{limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: 1}, "window"},
 		{limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: 1, Window: 1500 * time.Nanosecond}, "window"},
-		{limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 1, Rate: limiters.Rate{N: 1, Per: 1500}}, "rate"},
+		// a burst beyond Lua's doubles (a period need not be whole µs)
+		{limiters.Spec{Algorithm: limiters.AlgGCRA, Limit: 1 << 60, Rate: limiters.Rate{N: 1 << 40, Per: time.Second}}, "limit"},
 		{limiters.Spec{Algorithm: limiters.AlgSlidingLog, Limit: maxLogLimit + 1, Window: time.Second}, "limit"},
 	} {
 		_, err := New(c, tc.spec)
