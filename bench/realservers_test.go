@@ -104,19 +104,18 @@ const (
 //   - servers that say nothing but a bare 429 (express with no headers) or
 //     Retry-After: 0 (koa with headers disabled): the first wave's ten
 //     refusals, then a hold of two windows (for servers that count
-//     refusals against the caller), cost 1.33× in an eight-window run
-//     (1.10× in the 250-unit run, fake time: modelsim's "h"); on a
-//     loaded machine the first refusal can come back before four
-//     successes are counted, and is then taken for a bucket smaller than
-//     the first wave: probes every 7, 13, 26… ms into the spent window,
-//     34–44 refusals and 1.30–1.55× in one make test run of three;
+//     refusals against the caller; one for koa's Retry-After: 0), cost
+//     1.20–1.43× in an eight-window run (1.06–1.11× in the issue's
+//     250-unit run); with two CPU hogs beside it 9–12 refusals (before
+//     the first wave's answers were awaited, a refusal counted before
+//     the wave's successes was taken for a small bucket: 34–44);
 //   - koa's Redis store, a sliding log whose resets are epoch seconds
-//     rounded down and whose Retry-After is 0 or 1: 1.05–1.23×, and at 5
-//     per 2 s 12–16 refusals;
+//     rounded down and whose Retry-After is 0 or 1: 1.02–1.18×, and at 5
+//     per 2 s 8–9 refusals here (110–120 in 250 units: a known miss);
 //   - express's legacy fields (epoch reset rounded up, windows from a
-//     client's first request): 1.02–1.12×, and in one run of four 1.83×,
-//     a window length guessed two seconds (span) that the next windows
-//     did not correct.
+//     client's first request): 1.01–1.11×, and in about one run of five
+//     1.76–1.92× (a two-second pause per one-second window, not
+//     reproduced in fake time).
 var realMisses = map[string]struct {
 	refusals int64
 	ratio    float64
