@@ -124,13 +124,7 @@ func TestLeakyBucketHolds(t *testing.T) {
 	})
 	t.Run("server.New", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			repo := repository.NewMemory(func(string) limiters.Limiter {
-				l, err := spec.New()
-				if err != nil {
-					panic(err)
-				}
-				return l
-			})
+			repo := memoryOf(spec)
 			defer repo.Close()
 			var mu sync.Mutex
 			kinds := map[server.EventKind]int{}
@@ -186,13 +180,7 @@ func TestSlowLeakyBucketRefuses(t *testing.T) {
 	}
 	t.Run("server.New", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			repo := repository.NewMemory(func(string) limiters.Limiter {
-				l, err := spec.New()
-				if err != nil {
-					panic(err)
-				}
-				return l
-			})
+			repo := memoryOf(spec)
 			defer repo.Close()
 			check(t, server.New(repo).Middleware(ok))
 		})
@@ -204,5 +192,16 @@ func TestSlowLeakyBucketRefuses(t *testing.T) {
 			}}})
 			check(t, server.New(nil, server.WithPolicy(p)).Middleware(ok))
 		})
+	})
+}
+
+// memoryOf is a repository.Memory whose keys each get a limiter of spec.
+func memoryOf(spec limiters.Spec) *repository.Memory {
+	return repository.NewMemory(func(string) limiters.Limiter {
+		l, err := spec.New()
+		if err != nil {
+			panic(err)
+		}
+		return l
 	})
 }

@@ -361,13 +361,7 @@ func TestFeedbackStoreClaimsCountAcrossWindows(t *testing.T) {
 	require.NoError(t, a.Settle(ctx, key, feedbackstore.Grant{}, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}))
 	take := func(st *FeedbackStore) feedbackstore.Grant {
 		t.Helper()
-		g, err := st.Claim(ctx, key)
-		require.NoError(t, err)
-		if g.Seq > 0 {
-			rem--
-			require.NoError(t, st.Settle(ctx, key, g, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}))
-		}
-		return g
+		return claimSettled(t, ctx, st, key, &rem, reset)
 	}
 	// b asks for the probe while a claims: it counts as asking throughout.
 	asks := func() {
@@ -435,13 +429,7 @@ func TestFeedbackStoreWindowStart(t *testing.T) {
 	rem := int64(100)
 	take := func(st *FeedbackStore, reset time.Time) feedbackstore.Grant {
 		t.Helper()
-		g, err := st.Claim(ctx, key)
-		require.NoError(t, err)
-		if g.Seq > 0 {
-			rem--
-			require.NoError(t, st.Settle(ctx, key, g, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: reset}))
-		}
-		return g
+		return claimSettled(t, ctx, st, key, &rem, reset)
 	}
 	require.NoError(t, a.Settle(ctx, key, feedbackstore.Grant{}, feedbackstore.SharedQuota{Known: true, Remaining: rem, Reset: end}))
 	require.NotZero(t, take(b, end).Seq)
@@ -463,4 +451,17 @@ func TestFeedbackStoreWindowStart(t *testing.T) {
 	} else {
 		t.Logf("%v past the window's end: b no longer counts as asking", late)
 	}
+}
+
+// claimSettled claims key at st and, when granted, settles the claim with
+// one unit fewer of *rem remaining until reset, as an answer would.
+func claimSettled(t *testing.T, ctx context.Context, st *FeedbackStore, key string, rem *int64, reset time.Time) feedbackstore.Grant {
+	t.Helper()
+	g, err := st.Claim(ctx, key)
+	require.NoError(t, err)
+	if g.Seq > 0 {
+		*rem--
+		require.NoError(t, st.Settle(ctx, key, g, feedbackstore.SharedQuota{Known: true, Remaining: *rem, Reset: reset}))
+	}
+	return g
 }
