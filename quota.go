@@ -360,6 +360,11 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// where entries fall, not by a window).
 		if s.Reset.Nanosecond() == 0 {
 			q.reach = max(q.reach, s.Reset.Sub(now))
+			// Windows are whole seconds: one that reached 1.07 s
+			// ahead is two seconds long.
+			if w := (q.reach + time.Second - 1).Truncate(time.Second); s.Window <= 0 && w > q.window {
+				q.window = w
+			}
 		}
 		if d := s.Reset.Sub(q.said.time()); s.Window <= 0 && q.said != 0 && d >= time.Second && d < q.window && d >= q.reach {
 			q.window = d

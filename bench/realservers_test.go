@@ -111,7 +111,7 @@ const (
 //     the wave's successes was taken for a small bucket: 34–44);
 //   - koa's Redis store, a sliding log whose resets are epoch seconds
 //     rounded down and whose Retry-After is 0 or 1: 1.02–1.18×, and at 5
-//     per 2 s 8–9 refusals here (110–120 in 250 units: a known miss);
+//     per 2 s 8–9 refusals here (9–15 and 1.15× in 250 units);
 //   - express's legacy fields (epoch reset rounded up, windows from a
 //     client's first request): 1.01–1.11×, and in about one run of five
 //     1.76–1.92× (a two-second pause per one-second window, not
