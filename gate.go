@@ -744,7 +744,12 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		// most of its wave's successes (a stream's are counted when its
 		// first message is read: 2 of 5 and a pace of 500 ms, for a
 		// server that takes 5 a second, on a loaded machine).
-		g.refusals().owed, g.refusals().owedWait = until, d
+		owed := until
+		if !tk.at.IsZero() && tk.at.Add(d).Before(owed) {
+			// Measured from sendings, the way there cancels out.
+			owed = tk.at.Add(d)
+		}
+		g.refusals().owed, g.refusals().owedWait = owed, d
 	case g.rf.ok == 0:
 	default:
 		g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
