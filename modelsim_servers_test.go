@@ -7,7 +7,6 @@ package throttle
 // refusal asked for.
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttle/headers"
+	"github.com/throttlekit/throttle/internal/testutil/apisim"
 )
 
 // askedWait is an internal field a simulator sets on a refusal to say how
@@ -102,21 +102,6 @@ func (w *simWire) uniform(d time.Duration) time.Duration {
 	return time.Duration(w.rng.Int64N(int64(d) + 1))
 }
 
-// simSleep waits d in fake time, or until ctx is done.
-func simSleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // simObserve, when set by a test that runs alone, hears every exchange.
 var simObserve func(sent, arrived time.Time, status int, h http.Header)
 
@@ -126,7 +111,7 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	sent := time.Now()
-	if err := simSleep(ctx, w.latency+w.draw()); err != nil {
+	if err := apisim.Sleep(ctx, w.latency+w.draw()); err != nil {
 		return nil, err
 	}
 	arrived := time.Now()
@@ -183,7 +168,7 @@ func (w *simWire) RoundTrip(req *http.Request) (*http.Response, error) {
 		w.ok++
 	}
 	w.mu.Unlock()
-	if err := simSleep(ctx, w.latency+w.uniform(w.back)); err != nil {
+	if err := apisim.Sleep(ctx, w.latency+w.uniform(w.back)); err != nil {
 		return nil, err
 	}
 	w.mu.Lock()

@@ -299,7 +299,7 @@ func runModel(t *testing.T, b modelBehaviour, run modelRun) modelResult {
 		stop := time.AfterFunc(10*ideal+10*time.Second, cancel)
 		defer stop.Stop()
 
-		var do func(ctx context.Context) (int, error)
+		var client *http.Client
 		if run.retryable || run.plain {
 			var c *retryablehttp.Client
 			if run.plain {
@@ -311,36 +311,24 @@ func runModel(t *testing.T, b modelBehaviour, run modelRun) modelResult {
 				defer c.HTTPClient.Transport.(*Transport).Close()
 			}
 			c.RetryMax = math.MaxInt32
-			do = func(ctx context.Context) (int, error) {
-				req, err := retryablehttp.NewRequestWithContext(ctx, run.method, "http://api.test/items", nil)
-				if err != nil {
-					return 0, err
-				}
-				resp, err := c.Do(req)
-				if err != nil {
-					return 0, err
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				return resp.StatusCode, nil
-			}
+			client = c.StandardClient()
 		} else {
 			tr := NewTransport(wire)
 			defer tr.Close()
-			client := &http.Client{Transport: tr}
-			do = func(ctx context.Context) (int, error) {
-				req, err := http.NewRequestWithContext(ctx, run.method, "http://api.test/items", nil)
-				if err != nil {
-					return 0, err
-				}
-				resp, err := client.Do(req)
-				if err != nil {
-					return 0, err
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				return resp.StatusCode, nil
+			client = &http.Client{Transport: tr}
+		}
+		do := func(ctx context.Context) (int, error) {
+			req, err := http.NewRequestWithContext(ctx, run.method, "http://api.test/items", nil)
+			if err != nil {
+				return 0, err
 			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, nil
 		}
 
 		maxRequests := int64(40 * run.total)

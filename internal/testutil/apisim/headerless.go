@@ -54,7 +54,7 @@ func (l *LeakyBucket) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		return
 	}
-	if sleep(r.Context(), wait) != nil {
+	if Sleep(r.Context(), wait) != nil {
 		return // the client gave up; its turn is spent, as in nginx
 	}
 	l.admit("")
@@ -235,7 +235,7 @@ func (c *Capacity) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.busy--
 		c.mu.Unlock()
 	}()
-	if sleep(r.Context(), c.service) != nil {
+	if Sleep(r.Context(), c.service) != nil {
 		return // the client gave up
 	}
 	c.admit("")

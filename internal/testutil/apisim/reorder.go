@@ -24,7 +24,7 @@ type Reorder struct {
 func (o *Reorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := httptest.NewRecorder()
 	o.Handler.ServeHTTP(rec, r)
-	if sleep(r.Context(), o.delays.draw(o.Seed, o.Max)) != nil {
+	if Sleep(r.Context(), o.delays.draw(o.Seed, o.Max)) != nil {
 		return
 	}
 	for k, v := range rec.Header() {

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// sleep waits d, or until ctx is done, and returns ctx's error in that case.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx is done, and returns ctx's error in that case.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
@@ -48,7 +48,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer req.Body.Close()
 	}
 	ctx := req.Context()
-	if err := sleep(ctx, t.Latency+t.delays.draw(t.Seed, t.Jitter)); err != nil {
+	if err := Sleep(ctx, t.Latency+t.delays.draw(t.Seed, t.Jitter)); err != nil {
 		return nil, err
 	}
 	// A server-side request always has a body and a RemoteAddr.
@@ -62,7 +62,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	in.RequestURI = req.URL.RequestURI()
 	rec := httptest.NewRecorder()
 	t.Handler.ServeHTTP(rec, in)
-	if err := sleep(ctx, t.Latency); err != nil {
+	if err := Sleep(ctx, t.Latency); err != nil {
 		return nil, err
 	}
 	resp := rec.Result()
