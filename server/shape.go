@@ -128,23 +128,23 @@ func (s *stage) members(ctx context.Context, caller string, into []limiters.Memb
 // is), the time a full queue of the largest takes to drain, capacity
 // emission intervals (each interval's nanosecond rounded down, added
 // back); ok is false when the request is not a leaky bucket's to hold.
-func (s *stage) holdSpan(ctx context.Context, caller string) (span time.Duration, ok bool) {
+func (s *stage) holdSpan(ctx context.Context, caller string) (span, slot time.Duration, ok bool) {
 	var buf [4]limiters.Member
 	ms, _, err := s.members(ctx, caller, buf[:0])
 	if err != nil || len(ms) != len(s.set.ads) {
-		return 0, false
+		return 0, 0, false
 	}
 	for i := range ms {
 		a := &s.set.ads[i]
 		leaky := a.spec.Algorithm == limiters.AlgLeakyBucket
 		if ms[i].Wait != 0 && (!leaky || ms[i].Wait < 0) {
-			return 0, false
+			return 0, 0, false
 		}
-		if leaky {
-			span = max(span, satMul(a.interval+1, a.spec.Limit))
+		if d := satMul(a.interval+1, a.spec.Limit); leaky && d > span {
+			span, slot = d, a.interval
 		}
 	}
-	return span, span > 0
+	return span, slot, span > 0
 }
 
 // satMul is d·k, saturating at the largest Duration.
@@ -160,24 +160,34 @@ func satMul(d time.Duration, k int) time.Duration {
 
 // hold waits for s's n permits when s refused them only because a leaky
 // bucket's slot is taken, and the turn of one more request (a peek, which
-// counts every waiter, a chain's too) is within holdSpan. The wait itself
-// has no deadline: a timer racing the waker at the end of a full queue
-// would refuse a request at its very slot, and the turn already bounds it
-// (a lone bucket's own queue limit bounds it exactly). held says the
+// counts every waiter, a chain's too) is within holdSpan (and maxHold).
+// The wait's deadline is half a slot past that span: Acquire refuses at
+// once a turn that would come later (requests that peeked together cannot
+// all join), and a deadline on the very last slot would race its grant
+// and refuse a request at its slot. held says the
 // permits were granted, and s.d is then what a peek says; a refusal (the
 // queue is full, or the request ended) leaves s as refused; err is the
 // repository's.
 func (s *stage) hold(ctx context.Context, caller string) (held bool, err error) {
-	span, ok := s.holdSpan(ctx, caller)
+	span, slot, ok := s.holdSpan(ctx, caller)
 	if !ok {
 		return false, nil
 	}
+	span = min(span, maxHold)
 	repo := s.set.repo
 	p, err := repo.TryAcquire(ctx, caller, 0)
-	if err != nil || p.RetryAfter > min(span, maxHold) {
+	if err != nil || p.RetryAfter > span {
 		return false, err
 	}
-	if err := repo.Acquire(ctx, caller, s.n); err != nil {
+	// The peek only spares a request the queue's lock; requests that
+	// peeked together would all join. Acquire's own check of its turn
+	// against its deadline is the bound, under the limiter's lock: slots
+	// fall a whole interval apart, so a deadline half an interval past
+	// the span admits the same turns and fires clear of the last one's
+	// grant.
+	hctx, cancel := context.WithTimeout(ctx, span+slot/2)
+	defer cancel()
+	if err := repo.Acquire(hctx, caller, s.n); err != nil {
 		if waitRefusal(err) || errors.Is(err, limiters.ErrClosed) {
 			return false, nil
 		}
