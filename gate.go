@@ -86,6 +86,7 @@ type refusals struct {
 	beside     bool          // pace was learnt beside quotas, from refusals they did not explain
 	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
 	owedWait   time.Duration // that wait
+	measured   time.Duration // while the pace is a first refusal's guess, the step that refusal measured (firstPace); zero: none
 	// waveEnd: until when requests wait for the rest of the first
 	// wave's answers, which may carry refusals (waveOut); zero: none has
 	// waited. Here, not in every gate: only a partition whose first
@@ -197,7 +198,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			// success had been counted when it came back: the answers of
 			// the wave it ended have been counted since.
 			if g.rf.ok > 0 && g.refusals().pace.step == 0 {
-				g.startPace(g.refusals().owed.Sub(g.rf.resumed), g.refusals().owedWait)
+				g.firstPace(g.refusals().owed.Sub(g.rf.resumed), g.refusals().owedWait)
 			}
 			g.refusals().owed = time.Time{}
 		}
@@ -751,6 +752,21 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		}
 		g.refusals().owed, g.refusals().owedWait = owed, d
 	case g.rf.ok == 0:
+	case g.refusals().measured > 0:
+		// The second refusal of a limit the server keeps beside the
+		// quotas it advertises: the first pace was a guess (firstPace),
+		// now measured as a server that says when to come back is. Each
+		// refusal bounds the window — no longer than the run it let
+		// through and the wait it asked for, as a window that frees
+		// when the wait ends would be — and the tightest bound is the
+		// fastest safe pace: the first's, a burst, unless this run's is
+		// tighter.
+		step := g.refusals().measured
+		g.refusals().measured = 0
+		if span := tk.at.Add(d).Sub(g.rf.resumed); !tk.at.IsZero() && g.rf.ok > 0 {
+			step = min(step, span/time.Duration(g.rf.ok))
+		}
+		g.refusals().pace.measured(min(step, g.maxPause), d)
 	default:
 		g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
 		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
@@ -797,6 +813,27 @@ func wholeWindows(span time.Duration) bool {
 // the wait the server told plus the way back of its answer, which
 // varies by the jitter of the round trip.
 const windowDoubt = 50 * time.Millisecond
+
+// firstPace starts the pace from the first refusal that asked for a
+// wait of d: the server took rf.ok requests over span, from the end of
+// the last pause to the end of that wait. Read as a window that ends
+// with the wait, that is the rate (startPace). But a limit a server keeps
+// beside the quotas it advertises (GitHub's secondary limits) asks for a
+// wait that is a penalty, not the rest of a window: when the run it let
+// through came in well under a second and the wait is longer than that,
+// the pace is the run's size per second, as a bare refusal that ends a
+// burst teaches (aimd.refused), and a second refusal measures it
+// (teach). g.mu must be held.
+func (g *gate) firstPace(span, d time.Duration) {
+	if run := span - d; g.hasQuotas() && run < aimdSpan && d > aimdSpan && g.rf.ok >= aimdSamples {
+		step := time.Duration(float64(aimdSpan/time.Duration(g.rf.ok)) * aimdCut)
+		g.refusals().pace.measured(step, d)
+		g.refusals().beside = true
+		g.refusals().measured = min(span/time.Duration(g.rf.ok), g.maxPause)
+		return
+	}
+	g.startPace(span, d)
+}
 
 // startPace starts the pace at how many requests the server took (ok,
 // counted since the last pause ended) over span, from the last pause's
