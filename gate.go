@@ -62,6 +62,7 @@ type gate struct {
 // probe that goes alone once it ends.
 type pause struct {
 	until   time.Time     // no request starts before this
+	asked   bool          // a refusal (or another Transport) asked for this pause: it is never shortened
 	on      bool          // a pause is in force (for the Resumed event)
 	probe   bool          // the next request probes alone
 	probing bool          // the probe is on the wire: hold the rest
@@ -190,6 +191,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 		if hold := g.refusals().pace.settleWave(g.rf.ok); hold > 0 {
 			// The first refusal ended a burst after all: hold on.
 			g.pz.until = now.Add(min(hold, g.maxPause))
+			g.pz.asked = true
 			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: g.refusals().waveStatus})
 			return false
 		}
@@ -202,7 +204,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			}
 			g.refusals().owed = time.Time{}
 		}
-		g.pz.on = false
+		g.pz.on, g.pz.asked = false, false
 		g.rf.resumed, g.rf.ok = now, 0
 		resumed = true
 	}
@@ -350,6 +352,13 @@ func (g *gate) leaveWave() {
 }
 
 func (g *gate) pauseUntil(until time.Time) {
+	g.pz.asked = true
+	g.extendPause(until)
+}
+
+// extendPause is pauseUntil for a pause a quota at zero began, which a
+// later answer may bring forward (shorten). g.mu must be held.
+func (g *gate) extendPause(until time.Time) {
 	if until.After(g.pz.until) {
 		g.pz.until = until
 	}
@@ -694,6 +703,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		// (a sliding window's pace would free a request sooner) and
 		// whatever other answers say meanwhile: pauseUntil only extends.
 		g.learnQuotas(tk, a, now)
+		g.slide(fresh, true)
 		if d > 0 {
 			g.tighten(a, now.Add(d))
 			until := now.Add(min(d, g.maxPause))
@@ -727,8 +737,23 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		if fresh && g.rl != nil {
 			g.refusals().pace.succeeded()
 		}
+		until := g.learnQuotas(tk, a, now)
+		g.slide(fresh, false)
+		return until
 	}
 	return g.learnQuotas(tk, a, now)
+}
+
+// slide applies an answer to a request sent since the last pause (fresh)
+// to the slack of the sliding windows it paces by (quota.slide). g.mu
+// must be held.
+func (g *gate) slide(fresh, refused bool) {
+	if !fresh {
+		return
+	}
+	for i := range g.quotas[:g.nq] {
+		g.quotas[i].slide(refused)
+	}
 }
 
 // teach lets a refusal that asked for a wait of d, until until, and that
@@ -973,10 +998,33 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 	}
 	if !until.IsZero() {
-		g.pauseUntil(until)
+		g.extendPause(until)
 		return g.pz.until
 	}
+	if learned && a.status < 400 {
+		g.shorten(now)
+	}
 	return time.Time{}
+}
+
+// shorten brings a pause that quotas at zero began forward to the latest
+// of their resets, once later answers have tightened those (the answer
+// to the request that opened a window, come back after the one that
+// emptied it, tells when the window opened: span), unless a refusal
+// asked for the pause too. g.mu must be held.
+func (g *gate) shorten(now time.Time) {
+	if !g.pz.on || g.pz.asked || !g.pz.until.After(now) {
+		return
+	}
+	var z time.Time
+	for i := range g.quotas[:g.nq] {
+		if q := &g.quotas[i]; q.known && !q.refill && !q.concurrent() && q.rmin <= 0 {
+			z = maxTime(z, q.reset)
+		}
+	}
+	if !z.IsZero() && z.Before(g.pz.until) {
+		g.pz.until = z
+	}
 }
 
 // within is t, or the horizon now+maxPause if t lies beyond it: no reset

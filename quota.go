@@ -42,6 +42,10 @@ type quota struct {
 	reach  time.Duration // the furthest ahead a reset of its was, when it said it: the window is at least that
 	after  int64
 	said   wallTime // the reset the server last wrote, as it wrote it
+	// slack: requests per window under its limit a sliding window is
+	// paced (pace), searched down from slidingMargin (slide).
+	slack float32
+	slid  int32 // successes at this slack
 
 	unit    unitKind // what headers.Quota.Unit says q counts
 	known   bool     // rmin, at, reset and full hold the server's word
@@ -50,8 +54,10 @@ type quota struct {
 	// refill: the quota refills continuously (OpenAI's and Anthropic's
 	// buckets, a sliding window), so limit−rmin come back evenly from at to
 	// full, rather than all at reset.
-	refill bool
-	heard  uint8 // answers applied, up to 255 (only "more than one" is asked)
+	refill  bool
+	heard   uint8 // answers applied, up to 255 (only "more than one" is asked)
+	log     bool  // its resets are no fixed window's ends: it counts exactly, as a sliding log does (slide)
+	settled bool  // a refusal ended the search for its slack (slide)
 }
 
 // wallTime is a time a server wrote, in Unix nanoseconds; 0 is the zero
@@ -194,7 +200,7 @@ func (q *quota) readyAt(now time.Time, n int64, inflight int) time.Time {
 // what it says remains is paid for by a stall.
 func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
 	if q.sliding() && q.limit > 1 {
-		return time.Duration(float64(q.window) * float64(n) / (float64(q.limit) - slidingMargin))
+		return time.Duration(float64(q.window) * float64(n) / (float64(q.limit) - float64(q.slack)))
 	}
 	if !q.known || q.refill || q.guessed || q.concurrent() || n <= 0 {
 		return 0
@@ -235,6 +241,34 @@ const spreadMin = 5 * time.Second
 // sliding window is paced: its weighted count is rounded to the nearest
 // request (go-chi/httprate), so a count of limit−0.5 is already refused.
 const slidingMargin = 0.6
+
+// slackMin is the least slack (quota.slack) the search goes down to:
+// a sliding log (koa-ratelimit's over Redis) counts exactly, and takes
+// its limit per window, but the way to it varies.
+const slackMin = 0.1
+
+// slide applies an answer to a request sent since the last pause to a
+// sliding window's slack, which paces it (pace): slidingMargin, what a
+// weighted count rounded to the nearest request needs (go-chi/httprate),
+// costs a sliding log, which counts exactly, a tenth of its rate at 5
+// per window. So a window whose resets show it is a log (quota.log) has
+// its slack searched, as a pace is (aimd): halved after every two
+// windows' worth of successes, down to slackMin; a refusal doubles it
+// (at most slidingMargin) and ends the search.
+func (q *quota) slide(refused bool) {
+	if !q.sliding() || !q.log {
+		return
+	}
+	switch {
+	case refused:
+		q.slack, q.slid, q.settled = min(2*q.slack, slidingMargin), 0, true
+	case q.settled:
+	default:
+		if q.slid++; int64(q.slid) >= 2*q.limit {
+			q.slack, q.slid = max(q.slack/2, slackMin), 0
+		}
+	}
+}
 
 // sliding reports whether q was found to be a sliding window that reports
 // the current fixed window's end as its reset.
@@ -369,6 +403,12 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		if d := s.Reset.Sub(q.said.time()); s.Window <= 0 && q.said != 0 && d >= time.Second && d < q.window && d >= q.reach {
 			q.window = d
 		}
+		if d := s.Reset.Sub(q.said.time()); q.said != 0 && d != 0 && q.window > 0 && d%q.window != 0 {
+			// A reset that is no fixed window's end (those step by
+			// whole windows): a log's oldest entry's expiry, which counts
+			// exactly (slide).
+			q.log = true
+		}
 		q.rmin, q.at, q.ver, q.reset, q.guessed, q.known = s.Remaining, now, ver, reset, guessed, true
 		q.full = now
 		if s.Limit > s.Remaining && s.Limit > 0 {
@@ -398,7 +438,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 					q.window = d
 				}
 			}
-			q.refill = true
+			q.refill, q.slack, q.slid, q.log, q.settled = true, slidingMargin, 0, false, false
 			q.apply(s, false, fresh, reset, guessed, ver, sent, now) // sets q.said
 			return
 		}
@@ -424,7 +464,14 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	if q.heard > 1 && !q.fine && !guessed {
 		said = s.Reset
 	}
-	q.span.learn(next, s.Remaining == s.Limit-1 || s.Limit <= 0, sent, said, now)
+	first := s.Remaining == s.Limit-1 || s.Limit <= 0
+	if first && !next && q.said == wallOf(s.Reset) {
+		// The answer to the request that opened this window, come back
+		// after others of it (answers that come back together are
+		// learned in any order).
+		q.span.opened(sent, now)
+	}
+	q.span.learn(next, first, sent, said, now)
 	if end := q.span.end(!q.fine); !end.IsZero() && !guessed && end.Add(spanGain).Before(reset) {
 		reset = end
 	}
@@ -494,8 +541,8 @@ func (p *span) learn(next, first bool, sent, reset, now time.Time) {
 			p.bound(p.since(now))
 		}
 		p.openAt, p.rtt = time.Time{}, 0
-		if first && !sent.IsZero() {
-			p.openAt, p.rtt = now, now.Sub(sent)
+		if first {
+			p.opened(sent, now)
 		}
 	case !p.openAt.IsZero() && !sent.IsZero():
 		p.lo = max(p.lo, sent.Sub(p.openAt))
@@ -508,6 +555,14 @@ func (p *span) learn(next, first bool, sent, reset, now time.Time) {
 		// start at a request. Resets bound nothing from now on; only the
 		// windows themselves do.
 		p.hi, p.down = 0, true
+	}
+}
+
+// opened learns, when it is not known yet, when the current window's
+// first request was sent (sent) and answered (now).
+func (p *span) opened(sent, now time.Time) {
+	if p.openAt.IsZero() && !sent.IsZero() {
+		p.openAt, p.rtt = now, now.Sub(sent)
 	}
 }
 

@@ -93,6 +93,58 @@ func TestSlidingWindowDetected(t *testing.T) {
 	assert.False(t, g.sliding(), "our guess of the reset moved on, the server's did not")
 }
 
+// TestSlidingLogSlack: a sliding window whose resets step by other than
+// whole windows (a log's oldest entry's expiry, koa-ratelimit's over
+// Redis) counts exactly: its slack under the limit is halved after every
+// two windows' worth of successes, down to slackMin, and a refusal
+// doubles it and ends the search. A window whose resets step by whole
+// windows (a weighted count, go-chi/httprate's) keeps slidingMargin.
+func TestSlidingLogSlack(t *testing.T) {
+	// Detected sliding with a 2 s window, as in TestSlidingWindowDetected.
+	sliding := func(resets ...time.Duration) *quota {
+		q := new(quota)
+		q.apply(&headers.Quota{Limit: 5, Remaining: 0, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, 1, time.Time{}, t0)
+		now := t0.Add(2 * time.Second)
+		q.claim(now, 1, false)
+		q.apply(&headers.Quota{Limit: 5, Remaining: 0, Reset: t0.Add(4 * time.Second)}, false, true, t0.Add(4*time.Second), false, 2, time.Time{}, now)
+		require.True(t, q.sliding())
+		require.Equal(t, 2*time.Second, q.window)
+		for i, r := range resets {
+			at := t0.Add(r - 1500*time.Millisecond) // each said 1.5 s ahead, within the window
+			q.apply(&headers.Quota{Limit: 5, Remaining: 0, Reset: t0.Add(r)}, false, true, t0.Add(r), false, int64(3+i), time.Time{}, at)
+		}
+		require.Equal(t, 2*time.Second, q.window)
+		return q
+	}
+	pace := func(q *quota) float64 { return float64(q.pace(t0.Add(5*time.Second), 1, 1)) }
+	under := func(slack float32) float64 { return float64(2*time.Second) / (5 - float64(slack)) } // the pace at slack
+
+	counter := sliding(6 * time.Second) // steps by the window
+	assert.False(t, counter.log)
+	for range 100 {
+		counter.slide(false)
+	}
+	assert.InDelta(t, under(slidingMargin), pace(counter), 2, "a weighted count keeps slidingMargin")
+
+	log := sliding(5 * time.Second) // a second: no window's end
+	assert.True(t, log.log)
+	assert.InDelta(t, under(slidingMargin), pace(log), 2, "the search starts at slidingMargin")
+	for range 10 {
+		log.slide(false)
+	}
+	assert.InDelta(t, under(slidingMargin/2), pace(log), 2, "two windows' worth: halved")
+	for range 100 {
+		log.slide(false)
+	}
+	assert.InDelta(t, under(slackMin), pace(log), 2, "down to slackMin")
+	log.slide(true)
+	assert.InDelta(t, under(2*slackMin), pace(log), 2, "a refusal doubles it")
+	for range 100 {
+		log.slide(false)
+	}
+	assert.InDelta(t, under(2*slackMin), pace(log), 2, "and ends the search")
+}
+
 // TestConcurrencyQuota: a concurrent-requests quota counts requests on the
 // wire, not a window, and only an answer frees room.
 func TestConcurrencyQuota(t *testing.T) {
