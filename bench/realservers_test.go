@@ -111,16 +111,19 @@ const (
 //     the wave's successes was taken for a small bucket: 34–44);
 //   - koa's Redis store, a sliding log whose resets are epoch seconds
 //     rounded down and whose Retry-After is 0 or 1: 1.02–1.18×, and at 5
-//     per 2 s 8–9 refusals here (9–15 and 1.15× in 250 units);
+//     per 2 s 8–9 refusals here (in 250 units 9–10 and 1.05× since its
+//     slack is searched; 9–15 and 1.15× before), held loosely for a
+//     loaded machine;
 //   - express's legacy fields (epoch reset rounded up, windows from a
-//     client's first request): 1.01–1.11×, and in about one run of five
-//     1.76–1.92× (a two-second pause per one-second window, not
-//     reproduced in fake time).
+//     client's first request): 1.01–1.02× in 5 of 5 runs since a window's
+//     opener answered late still tells when it opened; before, in about
+//     one run of five, 1.76–1.92× (each window waited out to its
+//     rounded-up reset). Held to 1.25×, which that failure breaks.
 var realMisses = map[string]struct {
 	refusals int64
 	ratio    float64
 }{
-	"express-rate-limit/legacy/10per1s":          {10, 2.0},
+	"express-rate-limit/legacy/10per1s":          {10, 1.25},
 	"express-rate-limit/none/10per1s":            {50, 1.8},
 	"koa-ratelimit/disable-header/10per1s":       {50, 1.8},
 	"koa-ratelimit/redis-disable-header/10per1s": {50, 1.8},
