@@ -179,10 +179,11 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 		switch {
 		case g.refusals().waveEnd.IsZero():
 			// The first request to wait for the first wave's answers
-			// waits for as long again as the first answers took, and
-			// at most waveWaitMax: one slow call of the first wave (a
-			// long poll) holds the others back once, and not for long.
-			g.rl.waveEnd = now.Add(min(now.Sub(g.rf.resumed), waveWaitMax))
+			// waits for as long again as the first answers took, at
+			// least waveWaitMin and at most waveWaitMax: one slow call of
+			// the first wave (a long poll) holds the others back once,
+			// and not for long.
+			g.rl.waveEnd = now.Add(min(max(now.Sub(g.rf.resumed), waveWaitMin), waveWaitMax))
 		case !now.Before(g.rl.waveEnd):
 			g.wave = 0 // the stragglers are not waited for
 		}
@@ -329,6 +330,13 @@ func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
 // answers (advance): the answers of one wave come back within the spread
 // of one round trip, not of many.
 const waveWaitMax = 500 * time.Millisecond
+
+// waveWaitMin is the least they wait: on loopback the first answers take
+// a millisecond or two, and a loaded machine reads the rest of the wave
+// (a server's refusals among them) 15-25 ms later (grpcthrottle's
+// TestServerRefusingWithRetryInfo beside two CPU hogs: 5 more calls sent
+// into the spent second). It is paid once, by a partition's first wave.
+const waveWaitMin = 50 * time.Millisecond
 
 // waveHeld is how many requests queue only for the first wave's answers
 // (waveOut): none once a pause has begun. A refusal's first guess at the
