@@ -711,7 +711,6 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		// (a sliding window's pace would free a request sooner) and
 		// whatever other answers say meanwhile: pauseUntil only extends.
 		g.learnQuotas(tk, a, now)
-		g.slide(fresh, true)
 		if d > 0 {
 			g.tighten(a, now.Add(d))
 			until := now.Add(min(d, g.maxPause))
@@ -745,23 +744,8 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		if fresh && g.rl != nil {
 			g.refusals().pace.succeeded()
 		}
-		until := g.learnQuotas(tk, a, now)
-		g.slide(fresh, false)
-		return until
 	}
 	return g.learnQuotas(tk, a, now)
-}
-
-// slide applies an answer to a request sent since the last pause (fresh)
-// to the slack of the sliding windows it paces by (quota.slide). g.mu
-// must be held.
-func (g *gate) slide(fresh, refused bool) {
-	if !fresh {
-		return
-	}
-	for i := range g.quotas[:g.nq] {
-		g.quotas[i].slide(refused)
-	}
 }
 
 // teach lets a refusal that asked for a wait of d, until until, and that
@@ -990,6 +974,16 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 			sent = g.rf.resumed // let through by a quiet gate: after its first request
 		}
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, g.ver+1, sent, now)
+		if q.sliding() && tk.pause == g.pz.count {
+			// Sent since the last pause began: a success or a refusal
+			// moves the search for a sliding log's slack.
+			switch {
+			case a.status < 400:
+				q.slide(false)
+			case a.limited() || a.cls.Signal == headers.Overloaded:
+				q.slide(true)
+			}
+		}
 		learned = true
 		if s.Remaining == 0 && !q.refill {
 			// A window at zero: nothing before its reset. (A refilling
@@ -1009,7 +1003,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		g.extendPause(until)
 		return g.pz.until
 	}
-	if learned && a.status < 400 {
+	if learned && a.status < 400 && g.pz.on {
 		g.shorten(now)
 	}
 	return time.Time{}

@@ -465,10 +465,10 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		said = s.Reset
 	}
 	first := s.Remaining == s.Limit-1 || s.Limit <= 0
-	if first && !next && q.said == wallOf(s.Reset) {
+	if first && !next && q.rmin < s.Remaining && q.span.openAt.IsZero() && q.said == wallOf(s.Reset) {
 		// The answer to the request that opened this window, come back
-		// after others of it (answers that come back together are
-		// learned in any order).
+		// after others of it that said less remains (answers that come
+		// back together are learned in any order).
 		q.span.opened(sent, now)
 	}
 	q.span.learn(next, first, sent, said, now)
