@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository"
@@ -266,6 +267,7 @@ type modelResult struct {
 	ideal    time.Duration
 	finished bool
 	trace    []string
+	okAt     []time.Duration // when each success came back, from the start, in order
 }
 
 func (r modelResult) ratio() float64 { return r.elapsed.Seconds() / r.ideal.Seconds() }
@@ -333,6 +335,7 @@ func runModel(t *testing.T, b modelBehaviour, run modelRun) modelResult {
 
 		maxRequests := int64(40 * run.total)
 		var next, done, errs, sent atomic.Int64
+		res.okAt = make([]time.Duration, run.total)
 		start := time.Now()
 		var wg sync.WaitGroup
 		for range run.workers {
@@ -351,8 +354,10 @@ func runModel(t *testing.T, b modelBehaviour, run modelRun) modelResult {
 							continue
 						}
 						if status/100 == 2 {
-							if done.Add(1) == int64(run.total) {
-								res.elapsed = time.Since(start)
+							n := done.Add(1)
+							res.okAt[n-1] = time.Since(start)
+							if n == int64(run.total) {
+								res.elapsed = res.okAt[n-1]
 							}
 							break
 						}
@@ -604,4 +609,77 @@ func TestServerModelPauses(t *testing.T) {
 			r.run.total, r.counts.ok, r.counts.refused, r.counts.inPause, r.ratio())
 	}
 	t.Log("\n" + sb.String())
+}
+
+// TestServerModelConverges: issue 18's property, that across rates,
+// windows of 1 s to a minute, latencies of 0–200 ms, 1–50 goroutines and
+// every phase the Transport converges to within 5% of the rate the
+// server allows. 48 samples drawn with a fixed seed, each run over six
+// quotas' worth (at most 150 a window); the rate is measured from the
+// (2n)th success to the (5n)th, three windows' worth after the first
+// two, and held against the least of the server's rate (the slope of the
+// behaviour's ideal) and what the goroutines can send one after another
+// (workers per mean round trip). Where it does not converge yet
+// (convergeMisses, with the rate it reaches), the run is held to that
+// less 0.1, so that a stall still fails; the note on issue 18 lists them.
+func TestServerModelConverges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(18, 12))
+	bs := modelBehaviours()
+	windows := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}
+	var sb strings.Builder
+	for i := range 48 {
+		b := bs[rng.IntN(len(bs))]
+		w := windows[rng.IntN(len(windows))]
+		n := min((1+rng.IntN(100))*int(w/time.Second), 150)
+		lat := time.Duration(rng.IntN(201)) * time.Millisecond
+		run := modelRun{
+			rate: n, window: w, total: 6 * n,
+			workers: 1 + rng.IntN(50),
+			phase:   time.Duration(rng.Int64N(int64(w))).Truncate(time.Millisecond),
+			latency: lat, jitter: lat / 2, method: b.method, seed: uint64(i + 1),
+		}
+		name := fmt.Sprintf("%02d %s/%s", i, b.name, run)
+		t.Run(name, func(t *testing.T) {
+			r := runModel(t, b, run)
+			require.True(t, r.finished, "unfinished: %d of %d in %v", r.done, r.run.total, r.elapsed)
+			assert.Zero(t, r.counts.inPause, "requests sent during a pause")
+			k, m := 2*n, 5*n
+			got := float64(m-k) / (r.okAt[m] - r.okAt[k]).Seconds()
+			q := run.quota()
+			allowed := float64(m-k) / (b.ideal(q, m+1, 0) - b.ideal(q, k+1, 0)).Seconds()
+			if rtt := (2*lat + lat/4).Seconds(); rtt > 0 { // mean way there and back, jitter included
+				allowed = min(allowed, float64(run.workers)/rtt)
+			}
+			share := got / allowed
+			fmt.Fprintf(&sb, "%-90s refused %4d, %.3f of the rate allowed\n", name, r.counts.refused, share)
+			least := 0.95
+			if m, ok := convergeMisses[i]; ok {
+				assert.Equal(t, b.name, m.behaviour, "the samples moved: regenerate convergeMisses")
+				least = m.share - 0.1
+			}
+			assert.GreaterOrEqual(t, share, least, "steady rate %.2f/s of %.2f/s", got, allowed)
+		})
+	}
+	t.Log("\n" + sb.String())
+}
+
+// convergeMisses are the samples of TestServerModelConverges that do not
+// converge to within 5% yet, by index, with the share of the allowed rate
+// they reach (one run; the runs are deterministic but for the order of
+// goroutines released at one instant).
+var convergeMisses = map[int]struct {
+	behaviour string
+	share     float64
+}{
+	3:  {"a/express draft-8", 0.914},                            // 5 s windows, 200 ms away: a probe's round trip a window
+	5:  {"e/haproxy stick table", 0.680},                        // 10 per 5 s, refusals counted: held two windows at a time
+	18: {"f/own sliding_log", 0.935},                            // 150 per 5 s, 155 ms away
+	19: {"f/own leaky_bucket", 0.827},                           // paced as a window of its capacity, not as a bucket
+	22: {"c/legacy epoch reset, Retry-After fractional", 0.944}, // a probe's round trip a window
+	24: {"f/own leaky_bucket", 0.617},                           // as 19, 34 a second
+	28: {"a/express draft-7", 0.922},                            // as 3
+	30: {"b/express legacy epoch reset", 0.824},                 // as 3, six goroutines a window of 60
+	31: {"f/own sliding_window", 0.812},                         // remaining counted against the requests on the wire
+	41: {"g/github secondary 40/s, 403 retry-after 2", 0.759},   // the limit is never told: a refusal a few windows
+	43: {"f/own sliding_window", 0.634},                         // as 31
 }
