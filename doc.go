@@ -111,18 +111,26 @@
 //     with room), it also starts a pace at what the server took since the
 //     last pause (counted when its pause ends), which is then searched
 //     like any other: a Retry-After sets the pause, never freezes the
-//     pace. A later such refusal whose wait is told finer than the second
+//     pace. Beside quotas with room (a limit the server keeps to itself,
+//     whose wait is a penalty rather than the rest of a window), a first
+//     refusal that ended a burst shorter than its wait paces at that
+//     burst per second, and a second measures the pace over the run and
+//     the wait, the tighter of its and the first's. A later such refusal whose wait is told finer than the second
 //     and ends a whole number of seconds after the last wait ended marks
 //     a fixed window, and measures the pace again over it. While the
 //     answers to the first requests come back, a new request waits for
-//     the rest (as long again as the first took, at most half a second),
+//     the rest (as long again as the first took, at least 50 ms and at
+//     most half a second),
 //     so that a refusal still on its way pauses the partition before a
 //     second wave meets the same limit. The creep beyond the rate
 //     last refused waits thirty times that refusal's wait, since each
 //     probe beyond it may cost as much. A sliding window that reports
 //     its fixed window's end as its reset (go-chi/httprate) is recognised
 //     by a new window that opens nearly exhausted, and paced just under
-//     its limit.
+//     its limit; one whose resets step by other than whole windows counts
+//     exactly (a sliding log's oldest entry's expiry, koa-ratelimit over
+//     Redis), and the margin under its limit is searched down from 0.6
+//     requests a window to 0.1, a refusal ending the search.
 //   - Final refusals (OpenAI's insufficient_quota, a request too large)
 //     neither pause nor teach anything: see Classify. An IETF quota whose
 //     unit is concurrent-requests bounds the requests in flight.
