@@ -28,7 +28,8 @@ type quota struct {
 	at    time.Time // when rmin was said
 	reset time.Time // the window's end, or when a refilling quota is full
 
-	// full: when a refilling quota is full (see refill).
+	// full: when a refilling quota is full (see refill); until a quota
+	// is found to refill, when bucket's sample answer said it would be.
 	full time.Time
 
 	span span // how long a window lasts from its first request
@@ -39,13 +40,14 @@ type quota struct {
 	// Sliding-window detection: the window's length, and the units sent
 	// since the last reset passed.
 	window time.Duration
-	reach  time.Duration // the furthest ahead a reset of its was, when it said it: the window is at least that
+	reach  time.Duration // sliding: the furthest ahead a reset of its was, when it said it (the window is at least that); else bucket's time a unit
 	after  int64
 	said   wallTime // the reset the server last wrote, as it wrote it
 	// slack: requests per window under its limit a sliding window is
 	// paced (pace), searched down from slidingMargin (slide).
-	slack float32
-	slid  int32 // successes at this slack
+	slack      float32
+	slid       int16  // successes at this slack, up to slackRun
+	bucketUsed uint16 // the units spent the answer bucket samples said, up to 65535; 0: no sample
 
 	unit    unitKind // what headers.Quota.Unit says q counts
 	known   bool     // rmin, at, reset and full hold the server's word
@@ -264,10 +266,43 @@ func (q *quota) slide(refused bool) {
 		q.slack, q.slid, q.settled = min(2*q.slack, slidingMargin), 0, true
 	case q.settled:
 	default:
-		if q.slid++; int64(q.slid) >= 2*q.limit {
+		if q.slid++; int64(q.slid) >= min(2*q.limit, slackRun) {
 			q.slack, q.slid = max(q.slack/2, slackMin), 0
 		}
 	}
+}
+
+// slackRun bounds the successes that move a sliding log's slack a step
+// (slide): two windows' worth of a large limit is more than a fraction
+// of a request needs to be proven by.
+const slackRun = 1 << 14
+
+// bucket reports whether s, an answer read at now whose reset is told
+// finer than the second, shows q to be a bucket (a token or leaky
+// bucket, GCRA) that refills continuously: its time until full grows
+// with what is spent, at one time a unit. It compares s with a sample
+// answer of the same bucket (whose full time has not come) that said
+// half as much spent or less: a bucket's two say the same time a unit,
+// within a quarter. A fixed window's or a sliding log's reset does not
+// grow with what is spent (twice as much spent in the same time to the
+// reset is half the time a unit), nor does a sliding window's "whole
+// again". The sample, kept in full, reach and bucketUsed until q is
+// found to refill, is the answer with the least spent since the last
+// sample's full time.
+func (q *quota) bucket(s *headers.Quota, now time.Time) bool {
+	if s.Limit <= 0 || s.Remaining < 0 || s.Remaining >= s.Limit || !s.Reset.After(now) || wholeSeconds(s.Reset, now) {
+		return false
+	}
+	used := s.Limit - s.Remaining
+	per := s.Reset.Sub(now) / time.Duration(used)
+	if q.bucketUsed > 0 && now.Before(q.full) && used >= 2*int64(q.bucketUsed) {
+		d := per - q.reach
+		return d.Abs() <= q.reach/4
+	}
+	if q.bucketUsed == 0 || !now.Before(q.full) || used < int64(q.bucketUsed) {
+		q.bucketUsed, q.reach, q.full = uint16(min(used, 65535)), per, s.Reset
+	}
+	return false
 }
 
 // sliding reports whether q was found to be a sliding window that reports
@@ -366,7 +401,11 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		q.known = q.limit > 0
 		return
 	}
-	if refill {
+	if !refill && !q.refill && q.fine && q.bucket(s, now) {
+		// Found to refill: a bucket's from now on, a unit back each reach.
+		q.refill, q.bucketUsed = true, 0
+	}
+	if refill || q.refill && q.window == 0 {
 		if s.Limit <= 0 {
 			// A bucket of no size says nothing we could pace by.
 			q.known = false
@@ -378,6 +417,12 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		if !q.known || fresh || s.Remaining < q.rmin+q.refilled(now) {
 			q.rmin, q.at, q.ver, q.known, q.refill, q.guessed = s.Remaining, now, ver, true, true, false
 			q.reset, q.full = reset, reset
+			if !refill && q.reach > 0 {
+				// A bucket found by its answers (bucket): full once
+				// what is spent has come back, a unit each reach (its
+				// reset may say when one more is free, not all).
+				q.full = now.Add(time.Duration(s.Limit-s.Remaining) * q.reach)
+			}
 			if q.full.IsZero() || s.Remaining >= s.Limit {
 				q.full = now
 			}
@@ -438,7 +483,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 					q.window = d
 				}
 			}
-			q.refill, q.slack, q.slid, q.log, q.settled = true, slidingMargin, 0, false, false
+			q.refill, q.slack, q.slid, q.log, q.settled, q.reach, q.bucketUsed = true, slidingMargin, 0, false, false, 0, 0
 			q.apply(s, false, fresh, reset, guessed, ver, sent, now) // sets q.said
 			return
 		}

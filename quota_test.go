@@ -403,3 +403,34 @@ func TestSpanDoubtWithWholeSecondResets(t *testing.T) {
 	assert.Equal(t, 2*time.Second, p.guess(true))
 	assert.Equal(t, at(2040), p.end(true))
 }
+
+// TestBucketFound: a quota whose time until full, told to the
+// millisecond, grows with what is spent at one time a unit (a token or
+// leaky bucket, GCRA: this project's server.New writes such resets) is
+// found to refill once an answer that says twice as much spent agrees
+// with an earlier one, and from then on a unit comes back every time a
+// unit; a fixed window's reset, the same for every answer of a window,
+// never makes it one.
+func TestBucketFound(t *testing.T) {
+	per := 100 * time.Millisecond // 10 a second, burst 5
+	answer := func(q *quota, used int64, now time.Time) {
+		q.apply(&headers.Quota{Limit: 5, Remaining: 5 - used, Reset: now.Add(time.Duration(used) * per)}, false, true, now.Add(time.Duration(used)*per), false, 1, now, now)
+	}
+	var b quota
+	answer(&b, 1, t0)
+	assert.False(t, b.refill, "one answer shows nothing")
+	answer(&b, 2, t0.Add(time.Millisecond))
+	assert.True(t, b.refill, "twice as much spent, twice as long until full")
+	answer(&b, 5, t0.Add(2*time.Millisecond)) // spent: full half a second on
+	now := t0.Add(2*time.Millisecond + 250*time.Millisecond)
+	assert.Equal(t, int64(2), b.avail(now, 0), "a unit back every 100 ms")
+
+	var f quota // a fixed window: every answer of it ends at the same time
+	end := t0.Add(800 * time.Millisecond)
+	for i, used := range []int64{1, 2, 4, 5} {
+		now := t0.Add(time.Duration(i) * time.Millisecond)
+		f.apply(&headers.Quota{Limit: 5, Remaining: 5 - used, Reset: end}, false, true, end, false, 1, now, now)
+	}
+	assert.False(t, f.refill, "a fixed window is not a bucket")
+	assert.Zero(t, f.avail(t0.Add(500*time.Millisecond), 0), "nothing back before its end")
+}
