@@ -82,7 +82,11 @@
 //     second of doubt. OpenAI's and Anthropic's quotas refill
 //     continuously ("reset 6m0s" means full again in six minutes), so they
 //     are modelled as buckets refilling at limit/window: a request waits
-//     until enough has refilled, not until the reset.
+//     until enough has refilled, not until the reset. So is any quota
+//     whose time until full, told to the millisecond, grows with what is
+//     spent at one time a unit (a token or leaky bucket, GCRA, as
+//     server.New writes them): two answers, one saying twice as much
+//     spent as the other, that agree on that time find it.
 //   - Buckets: when a host's answers name their bucket (GitHub's
 //     x-ratelimit-resource, Discord's X-RateLimit-Bucket, an IETF pk), each
 //     bucket gets its own pauses and pace, learned per route (see
