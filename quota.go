@@ -60,6 +60,7 @@ type quota struct {
 	heard   uint8 // answers applied, up to 255 (only "more than one" is asked)
 	log     bool  // its resets are no fixed window's ends: it counts exactly, as a sliding log does (slide)
 	settled bool  // a refusal ended the search for its slack (slide)
+	rises   bool  // more remained in a later answer of the same window: not spread (pace)
 }
 
 // wallTime is a time a server wrote, in Unix nanoseconds; 0 is the zero
@@ -204,7 +205,7 @@ func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
 	if q.sliding() && q.limit > 1 {
 		return time.Duration(float64(q.window) * float64(n) / (float64(q.limit) - float64(q.slack)))
 	}
-	if !q.known || q.refill || q.guessed || q.concurrent() || n <= 0 {
+	if !q.known || q.refill || q.guessed || q.rises || q.concurrent() || n <= 0 {
 		return 0
 	}
 	a := q.avail(now, inflight)
@@ -271,6 +272,11 @@ func (q *quota) slide(refused bool) {
 		}
 	}
 }
+
+// bucketSlack is how far apart two answers' resets may be and still be
+// read as the same window's end (apply): the way back of two answers
+// differs by the jitter of a round trip.
+const bucketSlack = 20 * time.Millisecond
 
 // slackRun bounds the successes that move a sliding log's slack a step
 // (slide): two windows' worth of a large limit is more than a fraction
@@ -497,6 +503,14 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	stale := q.known && !q.refill && ended // q.stale(now): q is not concurrent here
 	// A window's count only falls: a fresher answer that says more
 	// remains speaks of a new window.
+	if fresh && q.known && q.fine && !ended && s.Remaining > q.rmin && s.Limit > 0 &&
+		s.Reset.Sub(q.said.time()).Abs() <= bucketSlack {
+		// More remains than before, and the window's end has not moved:
+		// the count falls within a window (a weighted sliding window
+		// that says when its count is all gone): what remains comes back
+		// before the reset, so it is not spread until then (pace).
+		q.rises = true
+	}
 	next := (!q.known || stale) && !same || fresh && s.Remaining > q.rmin
 	if next || fresh || s.Remaining < q.rmin {
 		q.rmin, q.ver, q.at = s.Remaining, ver, now

@@ -434,3 +434,28 @@ func TestBucketFound(t *testing.T) {
 	assert.False(t, f.refill, "a fixed window is not a bucket")
 	assert.Zero(t, f.avail(t0.Add(500*time.Millisecond), 0), "nothing back before its end")
 }
+
+// TestRisingRemainingIsNotSpread: a quota told to the millisecond whose
+// later answer, to a request sent after the last, says more remains with
+// the same end (a weighted sliding window that says when its count is
+// all gone) gets back what it counts before that end: what is left is
+// not spread until it, as a fixed window's last tenth is.
+func TestRisingRemainingIsNotSpread(t *testing.T) {
+	end := t0.Add(15*time.Second + 437*time.Millisecond) // told to the millisecond
+	var q quota
+	q.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: end}, false, true, end, false, 1, t0, t0)
+	assert.Positive(t, q.pace(t0, 1, 0), "a tenth left, fifteen seconds from the end: spread")
+	later := t0.Add(900 * time.Millisecond)
+	q.apply(&headers.Quota{Limit: 150, Remaining: 25, Reset: end}, false, true, end, false, 2, later, later)
+	assert.True(t, q.known)
+	later = later.Add(time.Millisecond)
+	q.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: end}, false, true, end, false, 3, later, later)
+	assert.Zero(t, q.pace(later, 1, 0), "what remains comes back before the end: not spread")
+
+	var f quota // a fixed window: more remains only in the next one, whose end is a window later
+	f.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: end}, false, true, end, false, 1, t0, t0)
+	next := end.Add(10 * time.Second)
+	f.apply(&headers.Quota{Limit: 150, Remaining: 149, Reset: next}, false, true, next, false, 2, end, end)
+	f.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: next}, false, true, next, false, 3, end, end.Add(time.Second))
+	assert.Positive(t, f.pace(end.Add(time.Second), 1, 0), "a fixed window's last tenth is spread")
+}
