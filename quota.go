@@ -273,10 +273,10 @@ func (q *quota) slide(refused bool) {
 	}
 }
 
-// bucketSlack is how far apart two answers' resets may be and still be
-// read as the same window's end (apply): the way back of two answers
-// differs by the jitter of a round trip.
-const bucketSlack = 20 * time.Millisecond
+// sameEnd is how far apart two answers' resets, told to the
+// millisecond, may be and still be read as the same window's end
+// (apply): a server's clock ticks between them.
+const sameEnd = 20 * time.Millisecond
 
 // slackRun bounds the successes that move a sliding log's slack a step
 // (slide): two windows' worth of a large limit is more than a fraction
@@ -504,7 +504,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	// A window's count only falls: a fresher answer that says more
 	// remains speaks of a new window.
 	if fresh && q.known && q.fine && !ended && s.Remaining > q.rmin && s.Limit > 0 &&
-		s.Reset.Sub(q.said.time()).Abs() <= bucketSlack {
+		s.Reset.Sub(q.said.time()).Abs() <= sameEnd {
 		// More remains than before, and the window's end has not moved:
 		// the count falls within a window (a weighted sliding window
 		// that says when its count is all gone): what remains comes back
