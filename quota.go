@@ -275,7 +275,9 @@ func (q *quota) slide(refused bool) {
 
 // sameEnd is how far apart two answers' resets, told to the
 // millisecond, may be and still be read as the same window's end
-// (apply): a server's clock ticks between them.
+// (apply): a reset told as a time from the answer is placed by when the
+// answer arrived, and the way back of two answers differs by the jitter
+// of a round trip.
 const sameEnd = 20 * time.Millisecond
 
 // slackRun bounds the successes that move a sliding log's slack a step
