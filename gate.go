@@ -842,7 +842,7 @@ const windowDoubt = 50 * time.Millisecond
 // burst teaches (aimd.refused), and a second refusal measures it
 // (teach). g.mu must be held.
 func (g *gate) firstPace(span, d time.Duration) {
-	if run := span - d; g.hasQuotas() && run < aimdSpan && d > aimdSpan && g.rf.ok >= aimdSamples {
+	if run := span - d; g.hasQuotas() && run < aimdSpan && d > aimdSpan && d <= guessWaitMax && g.rf.ok >= aimdSamples {
 		step := time.Duration(float64(aimdSpan/time.Duration(g.rf.ok)) * aimdCut)
 		g.refusals().pace.measured(step, d)
 		g.refusals().beside = true
@@ -851,6 +851,12 @@ func (g *gate) firstPace(span, d time.Duration) {
 	}
 	g.startPace(span, d)
 }
+
+// guessWaitMax is the longest wait after which firstPace guesses: a
+// wait of a minute (GitHub's documented one, and its secondary limit of
+// 900 points a minute) speaks of a window of minutes, which the run and
+// the wait measure, and a wrong guess would cost a wait that long.
+const guessWaitMax = 10 * time.Second
 
 // startPace starts the pace at how many requests the server took (ok,
 // counted since the last pause ended) over span, from the last pause's
