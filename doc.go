@@ -119,8 +119,8 @@
 //     like any other: a Retry-After sets the pause, never freezes the
 //     pace. Beside quotas with room (a limit the server keeps to itself,
 //     whose wait is a penalty rather than the rest of a window), a first
-//     refusal that ended a burst shorter than its wait paces at that
-//     burst per second, and a second measures the pace over the run and
+//     refusal that ended a burst shorter than its wait (of at most ten
+//     seconds) paces at that burst per second, and a second measures the pace over the run and
 //     the wait, the tighter of its and the first's. A later such refusal whose wait is told finer than the second
 //     and ends a whole number of seconds after the last wait ended marks
 //     a fixed window, and measures the pace again over it. While the
