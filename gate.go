@@ -332,10 +332,11 @@ func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
 const waveWaitMax = 500 * time.Millisecond
 
 // waveWaitMin is the least they wait: on loopback the first answers take
-// a millisecond or two, and a loaded machine reads the rest of the wave
-// (a server's refusals among them) 15-25 ms later (grpcthrottle's
-// TestServerRefusingWithRetryInfo beside two CPU hogs: 5 more calls sent
-// into the spent second). It is paid once, by a partition's first wave.
+// a millisecond or two, and a loaded machine was seen to read the rest
+// of the wave (a server's refusals among them) 15-25 ms later
+// (grpcthrottle's TestServerRefusingWithRetryInfo, in a round when it
+// drew 11 refusals for 6; not reproduced since, with or without this
+// floor). It is paid once, by a partition's first wave.
 const waveWaitMin = 50 * time.Millisecond
 
 // waveHeld is how many requests queue only for the first wave's answers
@@ -780,8 +781,8 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		// tighter.
 		step := g.refusals().measured
 		g.refusals().measured = 0
-		if span := tk.at.Add(d).Sub(g.rf.resumed); !tk.at.IsZero() && g.rf.ok > 0 {
-			step = min(step, span/time.Duration(g.rf.ok))
+		if !tk.at.IsZero() { // rf.ok > 0: the case above
+			step = min(step, tk.at.Add(d).Sub(g.rf.resumed)/time.Duration(g.rf.ok))
 		}
 		g.refusals().pace.measured(min(step, g.maxPause), d)
 	default:

@@ -564,6 +564,21 @@ func TestServerModel(t *testing.T) {
 	}
 }
 
+// drawModelRun draws the i-th sample of a sweep: a behaviour of bs, a
+// window of 1 s to a minute, a quota of 1–100 a second (at most `most` a
+// window), a latency of 0–200 ms with half as much jitter, 1–50
+// goroutines, a phase into the window. The caller sets the total.
+func drawModelRun(rng *rand.Rand, bs []modelBehaviour, i, most int) (modelBehaviour, modelRun) {
+	windows := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}
+	b := bs[rng.IntN(len(bs))]
+	w := windows[rng.IntN(len(windows))]
+	n := min((1+rng.IntN(100))*int(w/time.Second), most)
+	lat := time.Duration(rng.IntN(201)) * time.Millisecond
+	workers := 1 + rng.IntN(50)
+	phase := time.Duration(rng.Int64N(int64(w))).Truncate(time.Millisecond)
+	return b, modelRun{rate: n, window: w, workers: workers, phase: phase, latency: lat, jitter: lat / 2, method: b.method, seed: uint64(i + 1)}
+}
+
 // TestServerModelPauses: the first of issue 18's "Done when" — no request
 // sent during a wait a refusal asked for — over the whole space the issue
 // names for the model: quotas of 1–100 requests a second over windows of
@@ -575,20 +590,11 @@ func TestServerModel(t *testing.T) {
 func TestServerModelPauses(t *testing.T) {
 	rng := rand.New(rand.NewPCG(18, 11))
 	bs := modelBehaviours()
-	windows := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}
 	var rs []modelResult
 	var names []string
 	for i := range 32 {
-		b := bs[rng.IntN(len(bs))]
-		w := windows[rng.IntN(len(windows))]
-		n := min((1+rng.IntN(100))*int(w/time.Second), 300)
-		lat := time.Duration(rng.IntN(201)) * time.Millisecond
-		run := modelRun{
-			rate: n, window: w, total: min(max(3*n, 30), 900),
-			workers: 1 + rng.IntN(50),
-			phase:   time.Duration(rng.Int64N(int64(w))).Truncate(time.Millisecond),
-			latency: lat, jitter: lat / 2, method: b.method, seed: uint64(i + 1), trace: true,
-		}
+		b, run := drawModelRun(rng, bs, i, 300)
+		run.total, run.trace = min(max(3*run.rate, 30), 900), true
 		t.Run(fmt.Sprintf("%02d %s/%s", i, b.name, run), func(t *testing.T) {
 			r := runModel(t, b, run)
 			rs = append(rs, r)
@@ -625,19 +631,11 @@ func TestServerModelPauses(t *testing.T) {
 func TestServerModelConverges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(18, 12))
 	bs := modelBehaviours()
-	windows := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}
 	var sb strings.Builder
 	for i := range 48 {
-		b := bs[rng.IntN(len(bs))]
-		w := windows[rng.IntN(len(windows))]
-		n := min((1+rng.IntN(100))*int(w/time.Second), 150)
-		lat := time.Duration(rng.IntN(201)) * time.Millisecond
-		run := modelRun{
-			rate: n, window: w, total: 6 * n,
-			workers: 1 + rng.IntN(50),
-			phase:   time.Duration(rng.Int64N(int64(w))).Truncate(time.Millisecond),
-			latency: lat, jitter: lat / 2, method: b.method, seed: uint64(i + 1),
-		}
+		b, run := drawModelRun(rng, bs, i, 150)
+		n, lat := run.rate, run.latency
+		run.total = 6 * n
 		name := fmt.Sprintf("%02d %s/%s", i, b.name, run)
 		t.Run(name, func(t *testing.T) {
 			r := runModel(t, b, run)
