@@ -193,6 +193,22 @@ func (a *aimd) settleWave(ok int) (hold time.Duration) {
 	return aimdHold
 }
 
+// recount sets the pace a burst taught (a first refusal's guess, or the
+// wave's: settleWave) from ok, the successes of the whole burst, once
+// they are all in: the first refusal may have been counted before many
+// of them (answers that come back together are counted in any order),
+// and its guess be slower than the burst. A faster rate is taken; the
+// search goes on from there as before.
+func (a *aimd) recount(ok int) {
+	if a.slow || a.tight > 0 || ok < aimdSamples {
+		return
+	}
+	if m := time.Duration(float64(aimdSpan/time.Duration(ok)) * aimdCut); m < a.step {
+		a.step, a.base, a.safe = m, m, m
+		a.ceil = a.burst()
+	}
+}
+
 // measured starts the pace at what a server that said when to come back
 // accepted since the last pause, and searches on from there as from any
 // interval a run got through at: it creeps up (a server that said when to

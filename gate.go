@@ -88,6 +88,13 @@ type refusals struct {
 	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
 	owedWait   time.Duration // that wait
 	measured   time.Duration // while the pace is a first refusal's guess, the step that refusal measured (firstPace); zero: none
+	// A first bare refusal's wave (burstHold): when it came back, the
+	// refusals of its wave counted so far (0 once its pause has ended),
+	// and the end of the hold it set, while the pause is that hold.
+	burstAt time.Time
+	debt    int
+	holdEnd time.Time
+	held    int64 // pz.count of the pause that was the first burst's hold; 0: none
 	// waveEnd: until when requests wait for the rest of the first
 	// wave's answers, which may carry refusals (waveOut); zero: none has
 	// waited. Here, not in every gate: only a partition whose first
@@ -189,12 +196,21 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 		}
 	}
 	if g.pz.on && !now.Before(g.pz.until) {
-		if hold := g.refusals().pace.settleWave(g.rf.ok); hold > 0 {
-			// The first refusal ended a burst after all: hold on.
-			g.pz.until = now.Add(min(hold, g.maxPause))
-			g.pz.asked = true
-			g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: g.refusals().waveStatus})
-			return false
+		if rl := g.refusals(); rl.pace.settleWave(g.rf.ok) > 0 {
+			// The first refusal ended a burst after all: hold on, for
+			// what is left of the hold it would have set.
+			if until := rl.burstAt.Add(rl.burstHold(g.rf.ok)); until.After(now) {
+				g.pz.until, rl.holdEnd, rl.held = minTime(until, now.Add(g.maxPause)), until, g.pz.count
+				g.pz.asked = true
+				g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: rl.waveStatus})
+				return false
+			}
+		}
+		if rl := g.rl; rl.debt > 0 {
+			// The first burst's hold is over, and all its wave's answers
+			// are in: what the burst let through is the pace's rate.
+			rl.pace.recount(g.rf.ok)
+			rl.debt, rl.holdEnd = 0, time.Time{}
 		}
 		if !g.refusals().owed.IsZero() {
 			// A refusal that asked for a wait and taught no pace, as no
@@ -723,10 +739,23 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 		if !fresh {
 			// Sent before the pause this answer's siblings began: it tells
-			// us nothing new, and must not compound the backoff.
+			// us nothing new, and must not compound the backoff — but a
+			// server that counts it holds it against us (burstHold).
+			if g.rl != nil && g.rl.debt > 0 && tk.pause == g.pz.count-1 {
+				g.rl.debt++
+				g.rehold()
+			}
 			return time.Time{}
 		}
+		first := g.paceStep() == 0
 		hold := g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), tk.seen > 0)
+		burst := hold == aimdHold
+		if first {
+			g.rl.burstAt, g.rl.debt = now, 1
+			if burst {
+				hold = g.rl.burstHold(g.rf.ok)
+			}
+		}
 		if a.info.HasRetryAfter && hold > aimdSpan {
 			// "Retry-After: 0" (koa-ratelimit truncates the wait to whole
 			// seconds): the server says its window ends within the
@@ -736,17 +765,59 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		g.refusals().waveStatus = a.status
 		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
 		g.pz.backoff = min(max(2*g.pz.backoff, g.refusals().pace.step, hold), g.maxPause)
+		if tk.probe && tk.pause == g.rl.held {
+			// The probe after a first burst's hold, refused: the window
+			// is longer than the hold took it to be, or the server's
+			// debt larger. Wait out the two windows of aimdHold from the
+			// burst, not twice the hold: the likeliest length of a
+			// window is still a second or two.
+			g.pz.backoff = min(g.pz.backoff, max(g.rl.burstAt.Add(aimdHold+g.rl.pace.step).Sub(now), g.rl.pace.step))
+		}
 		g.pauseUntil(now.Add(g.pz.backoff))
+		if first && burst && hold > aimdSpan {
+			g.rl.holdEnd, g.rl.held = g.pz.until, g.pz.count
+		}
 		return g.pz.until
 	}
 	if a.status < 400 {
 		g.pz.backoff = 0
 		g.rf.ok++
+		if g.rl != nil && !g.rl.holdEnd.IsZero() {
+			g.rehold()
+		}
 		if fresh && g.rl != nil {
 			g.refusals().pace.succeeded()
 		}
 	}
 	return g.learnQuotas(tk, a, now)
+}
+
+// burstHold is how long a first bare refusal that ended a burst holds
+// the partition, from burstAt, when ok requests of the burst got
+// through and debt of its wave were refused: the window the burst
+// emptied (aimdSpan), and as much of the next as a server that counts
+// refusals holds against us, and a step of the pace to spare; at most
+// aimdHold, two whole windows. A server that carries what was refused
+// over into the next window (apisim's penalty window; OpenAI warns that
+// "unsuccessful requests contribute to your per-minute limit") starts
+// it with debt of its ok spent: debt/ok of it, at the burst's rate. One
+// that weighs the last window into a sliding estimate of its rate
+// (HAProxy's http_req_rate) needs less, debt/(ok+debt) of it.
+func (r *refusals) burstHold(ok int) time.Duration {
+	debt := aimdSpan * time.Duration(r.debt) / time.Duration(max(ok, 1))
+	return min(aimdSpan+debt+r.pace.step, aimdHold)
+}
+
+// rehold moves the end of a first burst's hold (refusals.holdEnd) to
+// what the answers of its wave counted so far make it, unless something
+// else has moved the pause since. g.mu must be held.
+func (g *gate) rehold() {
+	rl := g.rl
+	if !g.pz.on || rl.holdEnd.IsZero() || !g.pz.until.Equal(rl.holdEnd) {
+		return
+	}
+	until := rl.burstAt.Add(rl.burstHold(g.rf.ok))
+	g.pz.until, rl.holdEnd = until, until
 }
 
 // teach lets a refusal that asked for a wait of d, until until, and that

@@ -441,6 +441,7 @@ func (s *slidingRefuser) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type haproxyTable struct {
 	limit  int64
 	period int64 // milliseconds
+	bare   bool  // no Retry-After: a bare 429, as bench/haproxy_test.go configures it
 
 	mu         sync.Mutex
 	tick       int64 // curr_tick; 0 = a fresh entry
@@ -479,8 +480,10 @@ func (s *haproxyTable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if rate > s.limit {
-		w.Header().Set("Retry-After", "1")
-		w.Header().Set(askedWait, "1s")
+		if !s.bare {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set(askedWait, "1s")
+		}
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(http.StatusTooManyRequests)
 		fmt.Fprint(w, "<html><body><h1>429 Too Many Requests</h1>\nYou have sent too many requests in a given amount of time.\n</body></html>\n")
