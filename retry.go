@@ -126,8 +126,10 @@ func Classify(resp *http.Response) headers.Classification {
 // retries wait in the same FIFO queue as everything else and a 429 pauses
 // the whole partition, not just the request that got it. base is the
 // caller's own RoundTripper (dialer, TLS, proxy, instrumentation); nil
-// means go-retryablehttp's pooled default. Its Backoff is Backoff and its
-// CheckRetry is CheckRetry. It logs nothing unless opts include WithLogger,
+// means go-retryablehttp's pooled default. Its Backoff is Backoff, its
+// CheckRetry is CheckRetry and its RetryWaitMin is a tenth of a second
+// (go-retryablehttp's is a second, which only adds to the wait the
+// Transport holds a retried refusal for). It logs nothing unless opts include WithLogger,
 // whose logger it then also gives to go-retryablehttp. The rest is
 // go-retryablehttp's defaults, which the caller may change.
 func NewRetryableClient(base http.RoundTripper, opts ...Option) *retryablehttp.Client {
@@ -143,8 +145,19 @@ func NewRetryableClient(base http.RoundTripper, opts ...Option) *retryablehttp.C
 	}
 	c.Backoff = Backoff
 	c.CheckRetry = CheckRetry
+	c.RetryWaitMin = retryWaitMin
 	return c
 }
+
+// retryWaitMin is the least wait NewRetryableClient's retries take
+// (go-retryablehttp's Client.RetryWaitMin; its own default is a second).
+// The Transport holds a retry of a refusal for as long as the server
+// asked, and paces it; the retry layer's floor only adds to that wait
+// when the server says less than a second (koa-ratelimit's
+// "Retry-After: 0", a fractional Retry-After, a bare 429 the Transport
+// holds for its own step). It is a tenth of a second, so that a request
+// failed by the network is not retried in a tight loop.
+const retryWaitMin = 100 * time.Millisecond
 
 // longWait reports the wait a refusal asks for when it is longer than
 // DefaultMaxPause: too long for a retry layer to sleep on. It reads every
