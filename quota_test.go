@@ -264,6 +264,41 @@ func TestAIMD(t *testing.T) {
 // TestAIMDDwellsShortOfTheRateRefused: the creep stops just short of the
 // rate a burst showed, or of the rate last refused, stays there for
 // aimdDwell runs, then probes beyond it (TCP CUBIC's plateau).
+// TestBurstRecount: the pace a burst taught is recounted from all the
+// burst's successes once they are in (a first refusal counted before 3
+// of 20 guessed 17 a second), only ever faster, and not while slow start
+// or a search is on.
+func TestBurstRecount(t *testing.T) {
+	cut := func(d time.Duration) time.Duration { return time.Duration(float64(d) * aimdCut) }
+	var a aimd
+	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 17, 17, true))
+	assert.Equal(t, cut(time.Second/17), a.step)
+	a.recount(20)
+	assert.Equal(t, cut(time.Second/20), a.step, "20 of the burst got through: 20 a second, just under")
+	assert.Equal(t, time.Second/20, a.ceil, "the creep stops short of the burst's rate")
+	a.recount(15)
+	assert.Equal(t, cut(time.Second/20), a.step, "never slower")
+
+	var s aimd
+	s.refused(t0.Add(5*time.Millisecond), t0, 2, 9, false) // a bucket: slow start
+	step := s.step
+	s.recount(20)
+	assert.Equal(t, step, s.step, "slow start is not a burst's pace")
+}
+
+// TestBurstHold: a first burst's hold is the window it emptied, the
+// share of the next its refusals weigh on (debt/ok), and a step; two
+// windows at most.
+func TestBurstHold(t *testing.T) {
+	r := refusals{debt: 10}
+	r.pace.step = 50 * time.Millisecond
+	assert.Equal(t, time.Second+500*time.Millisecond+50*time.Millisecond, r.burstHold(20), "20 through, 10 refused")
+	assert.Equal(t, aimdHold, r.burstHold(10), "as many refused as got through: the next window is spent")
+	r.debt = 1
+	assert.Equal(t, time.Second+50*time.Millisecond+50*time.Millisecond, r.burstHold(20))
+	assert.Equal(t, aimdHold, r.burstHold(0), "nothing counted through: two windows")
+}
+
 func TestAIMDDwellsShortOfTheRateRefused(t *testing.T) {
 	runs := func(a *aimd, n int) {
 		for range n {
