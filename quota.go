@@ -645,11 +645,22 @@ func (p *span) guess(whole bool) time.Duration {
 		return 0
 	}
 	w := (p.lo/time.Second + 1) * time.Second
-	if w > p.hi {
+	if w > p.hi+spanClock {
 		return 0
 	}
 	return w
 }
+
+// spanClock is how far below a window's length span's upper bound may
+// fall and still admit it: a server reads its clock to the millisecond
+// (express's Date.now()), so a window that its clock began in the same
+// millisecond as our first request left, a little before it, ends that
+// much less than a length after it — and a bound a fraction of a
+// millisecond under a whole second left no length to guess, and every
+// window was waited out to its reset rounded up, a second late (1.42–1.88×
+// against express's legacy fields, whenever its windows crossed a whole
+// second just so).
+const spanClock = 5 * time.Millisecond
 
 // end is when the current window ends by span's guess, or zero.
 func (p *span) end(whole bool) time.Time {

@@ -307,6 +307,37 @@ func TestWindowOpenerAnsweredLate(t *testing.T) {
 	}
 }
 
+// TestWindowStartedByAMillisecondClock: express-rate-limit's windows start
+// at a client's request, read from a clock in milliseconds (Date.now()),
+// and its legacy reset is that start plus the window, in epoch seconds
+// rounded up. A window its clock began in the millisecond our request left
+// in, a little before our reading, ends a fraction of a millisecond less
+// than a second after the request left; read exactly, that bound left span
+// no whole-second length to guess, and from the window whose end crossed a
+// whole second on, every window was waited out to its rounded-up reset: a
+// second late, 1.29–1.88× (the real server, with a loaded machine's
+// answers a few milliseconds apart: 1.42× and 1.67×). Fake time: a clock
+// that starts 980–998 ms into a second, answers a quarter of a millisecond
+// away, 250 units.
+func TestWindowStartedByAMillisecondClock(t *testing.T) {
+	var b modelBehaviour
+	for _, mb := range modelBehaviours() {
+		if strings.HasPrefix(mb.name, "b/") {
+			b = mb
+		}
+	}
+	require.NotEmpty(t, b.name)
+	for ph := 980 * time.Millisecond; ph < time.Second; ph += 6 * time.Millisecond {
+		t.Run(fmt.Sprintf("phase %v", ph), func(t *testing.T) {
+			r := runModel(t, b, modelRun{rate: 10, workers: 10, total: 250, phase: ph, latency: 250 * time.Microsecond,
+				jitter: 125 * time.Microsecond, method: http.MethodGet, seed: 3})
+			assert.True(t, r.finished)
+			assert.Zero(t, r.counts.refused, "refusals")
+			assert.LessOrEqual(t, r.ratio(), 1.05, "elapsed %v, ideal %v", r.elapsed, r.ideal)
+		})
+	}
+}
+
 // TestOwnBucketsFarAway: this project's server.New with a bucket (GCRA,
 // token, leaky) at 34 a second, burst 17, 25 goroutines 162 ms away.
 // Read as a window of its capacity, whole again at its "full" time, a
