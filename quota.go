@@ -611,10 +611,11 @@ func (p *span) learn(next, first bool, sent, reset, now time.Time) {
 	if !reset.IsZero() && !p.openAt.IsZero() && !p.down {
 		p.bound(p.since(reset))
 	}
-	if p.hi != 0 && p.lo >= p.hi {
-		// Crossed: the resets are rounded down, or the windows do not
-		// start at a request. Resets bound nothing from now on; only the
-		// windows themselves do.
+	if p.hi != 0 && p.lo >= p.hi+spanClock {
+		// Crossed (by more than a server's clock tick: spanClock): the
+		// resets are rounded down, or the windows do not start at a
+		// request. Resets bound nothing from now on; only the windows
+		// themselves do.
 		p.hi, p.down = 0, true
 	}
 }
