@@ -748,7 +748,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			return time.Time{}
 		}
 		first := g.paceStep() == 0
-		hold := g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), tk.seen > 0)
+		hold := g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), g.afterAnswers(tk))
 		burst := hold == aimdHold
 		if first {
 			g.rl.burstAt, g.rl.debt = now, 1
@@ -790,6 +790,19 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 	}
 	return g.learnQuotas(tk, a, now)
+}
+
+// afterAnswers reports whether the server may have counted requests sent
+// after answers came back before the refused request tk: it was one of
+// them, or it was of the first wave and some on the wire now are not (the
+// first wave's answers were waited for, and the next requests went, while
+// it was still on its way: a connection set up last on a loaded machine
+// reaches the server behind them). A refusal within a first wave that
+// nothing overtook says the server's burst is smaller than the wave; one
+// that may have been overtaken says no such thing (aimd.refused). tk is
+// settled. g.mu must be held.
+func (g *gate) afterAnswers(tk *ticket) bool {
+	return tk.seen > 0 || g.inflight > int(g.wave)
 }
 
 // burstHold is how long a first bare refusal that ended a burst holds
@@ -857,7 +870,7 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		}
 		g.refusals().pace.measured(min(step, g.maxPause), d)
 	default:
-		g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, tk.seen > 0)
+		g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, g.afterAnswers(tk))
 		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
 		g.refusals().pace.penalty = d
 		if g.refusals().beside = g.hasQuotas(); g.refusals().beside {
