@@ -108,9 +108,12 @@
 //     before it probes beyond, as TCP CUBIC does (how close this comes to
 //     the ideal time is measured in the README and bench/README.md). A first
 //     refusal of a request sent after a whole first wave got through (a
-//     window emptied at once) holds the partition for two seconds, so
-//     that no probe lands in a window that a server counting refusals has
-//     put in debt. A refusal that says
+//     window emptied at once) holds the partition for the second that
+//     window lasts and as much of the next as the burst's refusals may
+//     weigh on (their number over the burst's successes, at most a whole
+//     second), so that no probe lands in a window that a server counting
+//     refusals has put in debt; the pace is then what the whole burst got
+//     through. A refusal that says
 //     when to come back (Retry-After) is obeyed to the end of its wait,
 //     whatever other answers say meanwhile; if no quota at zero explains
 //     it (no quota advertised, or GitHub's secondary limits beside quotas
