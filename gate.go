@@ -765,7 +765,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		g.refusals().waveStatus = a.status
 		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
 		g.pz.backoff = min(max(2*g.pz.backoff, g.refusals().pace.step, hold), g.maxPause)
-		if tk.probe && tk.pause == g.rl.held {
+		if tk.probe && g.rl.held != 0 && tk.pause == g.rl.held {
 			// The probe after a first burst's hold, refused: the window
 			// is longer than the hold took it to be, or the server's
 			// debt larger. Wait out the two windows of aimdHold from the
