@@ -129,9 +129,10 @@ func Classify(resp *http.Response) headers.Classification {
 // means go-retryablehttp's pooled default. Its Backoff is Backoff, its
 // CheckRetry is CheckRetry and its RetryWaitMin is a tenth of a second
 // (go-retryablehttp's is a second, which only adds to the wait the
-// Transport holds a retried refusal for). It logs nothing unless opts include WithLogger,
-// whose logger it then also gives to go-retryablehttp. The rest is
-// go-retryablehttp's defaults, which the caller may change.
+// Transport holds a retried refusal for). It logs nothing unless opts
+// include WithLogger, whose logger it then also gives to
+// go-retryablehttp. The rest is go-retryablehttp's defaults, which the
+// caller may change.
 func NewRetryableClient(base http.RoundTripper, opts ...Option) *retryablehttp.Client {
 	c := retryablehttp.NewClient()
 	if base == nil {
