@@ -198,6 +198,22 @@ func TestNewRetryableClientUsesTheCallersBase(t *testing.T) {
 	assert.Same(t, base, tr.base)
 }
 
+// TestNewRetryableClientWaitsLittle: the retry layer's floor is a tenth
+// of a second, not go-retryablehttp's second (the Transport holds a retry
+// as long as the server asked); the rest of its defaults stay.
+func TestNewRetryableClientWaitsLittle(t *testing.T) {
+	c := NewRetryableClient(handlerTransport{h: okHandler})
+	defer c.HTTPClient.Transport.(*Transport).Close()
+	def := retryablehttp.NewClient()
+	assert.Equal(t, 100*time.Millisecond, c.RetryWaitMin)
+	assert.Equal(t, def.RetryWaitMax, c.RetryWaitMax)
+	assert.Equal(t, def.RetryMax, c.RetryMax)
+	// A refusal that says "now" (koa-ratelimit's Retry-After: 0) is
+	// retried after the floor, not a second later.
+	resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"0"}}}
+	assert.Equal(t, 100*time.Millisecond, c.Backoff(c.RetryWaitMin, c.RetryWaitMax, 0, resp))
+}
+
 // TestNewRetryableClientLogsOnlyWhenAsked: silent by default; WithLogger
 // gives go-retryablehttp's request and retry logs, and the Transport's
 // pauses, to the caller's *slog.Logger.
