@@ -497,10 +497,12 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		}
 		q.after = 0
 	}
-	// The same reset as the last answer's, and no more remaining: the
-	// same window, however long ago we thought it would end (a refused
-	// probe finds the window it was sent too early for).
-	same := q.heard > 1 && q.said != 0 && s.Remaining <= q.rmin && s.Remaining == 0 && !q.fine &&
+	// The same reset as the last answer's, and none remaining, or fewer
+	// than the least any answer said: the same window, however long ago
+	// we thought it would end (a refused probe finds the window it was
+	// sent too early for; a window longer than span guessed goes on
+	// counting down).
+	same := q.heard > 1 && q.said != 0 && (s.Remaining == 0 || s.Remaining < q.rmin) && !q.fine &&
 		s.Reset.Sub(q.said.time()).Abs() < time.Second
 	stale := q.known && !q.refill && ended // q.stale(now): q is not concurrent here
 	// A window's count only falls: a fresher answer that says more
@@ -533,6 +535,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		q.span.opened(sent, now)
 	}
 	q.span.learn(next, first, sent, said, now)
+
 	if end := q.span.end(!q.fine); !end.IsZero() && !guessed && end.Add(spanGain).Before(reset) {
 		reset = end
 	}

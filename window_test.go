@@ -338,6 +338,35 @@ func TestWindowStartedByAMillisecondClock(t *testing.T) {
 	}
 }
 
+// TestWindowLongerThanGuessed: a window of 5 s that starts at a
+// client's first request, 60 a window, 6 goroutines 168 ms away. Early in
+// the window span guesses its length at the shortest whole second its
+// bounds allow; when that guess passed, the next answer — fewer remaining,
+// the same reset — was taken for a new window, span's upper bound fell to
+// a second and a half for good, and every window waited for its reset
+// rounded up plus a phase that grew each window (1.39–1.41×). An answer
+// that says fewer remain with the same reset is the same window
+// (quota.apply's same): the guess grows to 5 s (1.35×; the rest is a
+// probe's round trip a window and the goroutines' own pace).
+func TestWindowLongerThanGuessed(t *testing.T) {
+	var b modelBehaviour
+	for _, mb := range modelBehaviours() {
+		if strings.HasPrefix(mb.name, "b/") {
+			b = mb
+		}
+	}
+	require.NotEmpty(t, b.name)
+	for _, ph := range []time.Duration{0, 1500 * time.Millisecond, 4395 * time.Millisecond} {
+		t.Run(fmt.Sprintf("phase %v", ph), func(t *testing.T) {
+			r := runModel(t, b, modelRun{rate: 60, window: 5 * time.Second, workers: 6, total: 360, phase: ph,
+				latency: 168 * time.Millisecond, jitter: 84 * time.Millisecond, method: http.MethodGet})
+			assert.True(t, r.finished)
+			assert.Zero(t, r.counts.refused, "refusals")
+			assert.LessOrEqual(t, r.ratio(), 1.37, "elapsed %v, ideal %v", r.elapsed, r.ideal)
+		})
+	}
+}
+
 // TestOwnBucketsFarAway: this project's server.New with a bucket (GCRA,
 // token, leaky) at 34 a second, burst 17, 25 goroutines 162 ms away.
 // Read as a window of its capacity, whole again at its "full" time, a
