@@ -51,12 +51,17 @@ const (
 	// rate at the last decrease per run.
 	aimdGain = 0.01
 	// aimdDwell is how many runs the creep dwells half of aimdGain short
-	// of the rate last refused before it probes beyond it.
+	// of the rate last refused before it probes beyond it, at least
+	// (aimdDwellMin).
 	aimdDwell = 5
 	// aimdPenaltyDwell: the creep dwells this many times the wait a
 	// refusal asked for before it probes beyond the rate refused (a
 	// probe that costs a second is made after half a minute).
 	aimdPenaltyDwell = 30
+	// aimdDwellMin is the least time the creep dwells short of the rate
+	// last refused before it probes beyond: a server that has not moved
+	// its limit is refused by that probe once in that long at most.
+	aimdDwellMin = 30 * time.Second
 	// aimdCut multiplies the interval on a refusal that no run had
 	// proven safe, and a guessed or measured interval, so that a guess
 	// that happens to be exact does not sit on the limit.
@@ -224,13 +229,16 @@ func (a *aimd) measured(step, penalty time.Duration) {
 }
 
 // dwellRuns is how many runs the creep dwells short of the rate last
-// refused: aimdDwell, or, when a refusal costs a wait the server asks
-// for, as many as make the time dwelt aimdPenaltyDwell times that wait: a
-// probe beyond the rate that may cost a second is made rarely.
+// refused: aimdDwell, or as many as last aimdDwellMin, or, when a refusal
+// costs a wait the server asks for, as many as make the time dwelt
+// aimdPenaltyDwell times that wait: a probe beyond the rate that may cost
+// a second is made rarely, and one that costs a refusal at most every
+// half minute (a server that has not moved its limit answers each with
+// one: at 10 a second, five runs made it one in every 200 requests).
 func (a *aimd) dwellRuns() int {
 	n := aimdDwell
-	if a.penalty > 0 && a.step > 0 {
-		n = max(n, int(aimdPenaltyDwell*a.penalty/(time.Duration(aimdRun)*a.step)))
+	if a.step > 0 {
+		n = max(n, int(max(aimdPenaltyDwell*a.penalty, aimdDwellMin)/(time.Duration(aimdRun)*a.step)))
 	}
 	return n
 }

@@ -104,8 +104,9 @@
 //     to the last interval a run of successes got through at, and runs
 //     search halfway up to the refused one; once the two are close the
 //     rate creeps up a percent a run, so that no refusal pins the pace for
-//     good; the creep dwells five runs just short of the rate last refused
-//     before it probes beyond, as TCP CUBIC does (how close this comes to
+//     good; the creep dwells five runs, and at least half a minute, just
+//     short of the rate last refused before it probes beyond, as TCP CUBIC
+//     does (how close this comes to
 //     the ideal time is measured in the README and bench/README.md). A first
 //     refusal of a request sent after a whole first wave got through (a
 //     window emptied at once) holds the partition for the second that

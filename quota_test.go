@@ -316,7 +316,11 @@ func TestAIMDDwellsShortOfTheRateRefused(t *testing.T) {
 	}
 	plateau := a.step
 	assert.Equal(t, short(100*time.Millisecond), plateau, "the creep stops just short of the burst's rate")
-	runs(&a, aimdDwell*aimdRun)
+	// aimdDwell runs, or as many as last aimdDwellMin: 15 runs of 20 at
+	// 10 a second.
+	dwell := a.dwellRuns()
+	assert.Equal(t, int(aimdDwellMin/(aimdRun*plateau)), dwell)
+	runs(&a, dwell*aimdRun)
 	assert.Equal(t, plateau, a.step, "and dwells there")
 	runs(&a, aimdRun)
 	assert.Less(t, a.step, plateau, "then probes beyond it")
@@ -339,7 +343,7 @@ func TestAIMDDwellsShortOfTheRateRefused(t *testing.T) {
 			at++
 		}
 	}
-	assert.Equal(t, aimdDwell+1, at, "reached, dwelt at, then left the plateau below the rate refused")
+	assert.Equal(t, max(aimdDwell, int(aimdDwellMin/(aimdRun*short(refused))))+1, at, "reached, dwelt at, then left the plateau below the rate refused")
 
 	// A ceiling the pace is already past (the guess came from more than
 	// got through) is dropped, not dwelt at.
