@@ -130,7 +130,9 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 		a.wave = a.slow && afterAnswers
 		switch {
 		case !a.slow:
-			hold, a.safe, a.ceil = aimdHold, a.step, a.burst()
+			hold, a.ceil = aimdHold, a.burst()
+			a.step = a.plateau()
+			a.safe = a.step
 		case ok == 0 && inflight > 1:
 			// Refused before any answer that got through: the server
 			// answers refusals faster than what it takes (a capacity
@@ -174,6 +176,14 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 	return hold
 }
 
+// plateau is the interval the creep dwells at, just short of ceil: where
+// a burst's pace starts (the burst showed the rate; only the window it
+// was counted over is a guess, and a pace a twentieth under it would take
+// ten seconds to creep back).
+func (a *aimd) plateau() time.Duration {
+	return time.Duration(float64(a.ceil) * (1 + aimdGain/2))
+}
+
 // burst is the interval at which a first refusal's guess, a.step, sends
 // the quota a burst showed: the rate that burst came up against.
 func (a *aimd) burst() time.Duration {
@@ -193,8 +203,9 @@ func (a *aimd) settleWave(ok int) (hold time.Duration) {
 	if ok < aimdSamples {
 		return 0
 	}
-	a.slow, a.safe, a.good = false, a.step, 0
 	a.ceil = a.burst()
+	a.step = a.plateau()
+	a.slow, a.safe, a.good = false, a.step, 0
 	return aimdHold
 }
 
@@ -208,9 +219,10 @@ func (a *aimd) recount(ok int) {
 	if a.slow || a.tight > 0 || ok < aimdSamples {
 		return
 	}
-	if m := time.Duration(float64(aimdSpan/time.Duration(ok)) * aimdCut); m < a.step {
-		a.step, a.base, a.safe = m, m, m
-		a.ceil = a.burst()
+	if c := aimdSpan / time.Duration(ok); c < a.ceil {
+		a.ceil = c
+		a.step = a.plateau()
+		a.base, a.safe = a.step, a.step
 	}
 }
 

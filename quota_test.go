@@ -201,12 +201,15 @@ func TestAIMD(t *testing.T) {
 
 	var a aimd
 	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, true), "a burst of 10 then a refusal: hold two windows")
-	assert.Equal(t, cut(100*time.Millisecond), a.step, "10 taken before the first refusal: 10 a second, just under")
+	plateau := a.plateau()
+	assert.Equal(t, 100500*time.Microsecond-1, plateau) // 100 ms less half of aimdGain, in float64
+	assert.Equal(t, plateau, a.step, "10 taken before the first refusal: 10 a second, at the plateau just under it")
+	assert.Equal(t, 100*time.Millisecond, a.ceil)
 	assert.False(t, a.slow, "the burst showed the quota: no slow start")
 	assert.Zero(t, a.refused(t0.Add(3*time.Second), t0.Add(2900*time.Millisecond), 0, 1, true))
-	assert.Equal(t, cut(100*time.Millisecond), a.step, "no success since the pause: unchanged")
+	assert.Equal(t, plateau, a.step, "no success since the pause: unchanged")
 	runs(&a, aimdRun)
-	assert.Less(t, a.step, cut(100*time.Millisecond), "a run creeps the rate up")
+	assert.Equal(t, plateau, a.step, "a run dwells at the plateau")
 	assert.Zero(t, a.refused(t0.Add(5*time.Second), t0, 39, 3, true), "a paced refusal holds nothing")
 	assert.Equal(t, cut(5*time.Second/41), a.step,
 		"creeping: measured, 39 answered plus 2 on the wire in 5s, times the cut, slower than the safe interval")
@@ -269,15 +272,15 @@ func TestAIMD(t *testing.T) {
 // of 20 guessed 17 a second), only ever faster, and not while slow start
 // or a search is on.
 func TestBurstRecount(t *testing.T) {
-	cut := func(d time.Duration) time.Duration { return time.Duration(float64(d) * aimdCut) }
+	plateau := func(d time.Duration) time.Duration { return time.Duration(float64(d) * (1 + aimdGain/2)) }
 	var a aimd
 	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 17, 17, true))
-	assert.Equal(t, cut(time.Second/17), a.step)
+	assert.InDelta(t, float64(plateau(time.Second/17)), float64(a.step), 2)
 	a.recount(20)
-	assert.Equal(t, cut(time.Second/20), a.step, "20 of the burst got through: 20 a second, just under")
-	assert.Equal(t, time.Second/20, a.ceil, "the creep stops short of the burst's rate")
+	assert.Equal(t, plateau(time.Second/20), a.step, "20 of the burst got through: 20 a second, just under")
+	assert.Equal(t, time.Second/20, a.ceil, "the creep dwells short of the burst's rate")
 	a.recount(15)
-	assert.Equal(t, cut(time.Second/20), a.step, "never slower")
+	assert.Equal(t, plateau(time.Second/20), a.step, "never slower")
 
 	var s aimd
 	s.refused(t0.Add(5*time.Millisecond), t0, 2, 9, false) // a bucket: slow start
