@@ -184,8 +184,9 @@ func (a *aimd) plateau() time.Duration {
 	return time.Duration(float64(a.ceil) * (1 + aimdGain/2))
 }
 
-// burst is the interval at which a first refusal's guess, a.step, sends
-// the quota a burst showed: the rate that burst came up against.
+// burst is the rate a burst came up against, as an interval: the
+// quota it showed a second, recovered from a first refusal's guess,
+// a.step, before the pace is set at the plateau below it.
 func (a *aimd) burst() time.Duration {
 	return time.Duration(float64(a.step) / aimdCut)
 }
@@ -236,7 +237,8 @@ func (a *aimd) recount(ok int) {
 // just short of it before it probes beyond, for longer the more a refusal
 // costs (penalty: the wait the refusal asked for).
 func (a *aimd) measured(step, penalty time.Duration) {
-	*a = aimd{step: time.Duration(float64(step) * (1 + aimdGain/2)), base: step, safe: step, ceil: step, bare: true, penalty: penalty}
+	*a = aimd{base: step, ceil: step, bare: true, penalty: penalty}
+	a.step = a.plateau()
 	a.safe = a.step
 }
 
@@ -279,7 +281,7 @@ func (a *aimd) succeeded() {
 	default:
 		a.tight = 0
 		next := time.Duration(1 / (1/float64(a.step) + aimdGain/float64(a.base)))
-		if short := time.Duration(float64(a.ceil) * (1 + aimdGain/2)); a.ceil > 0 && next < short {
+		if short := a.plateau(); a.ceil > 0 && next < short {
 			switch {
 			case a.step > short:
 				next = short // approach the rate last refused, no further

@@ -68,13 +68,8 @@ func TestServerModel429Storm(t *testing.T) {
 		window           time.Duration
 	}
 	own := func(name string) *modelBehaviour {
-		for _, b := range modelBehaviours() {
-			if b.name == name {
-				return &b
-			}
-		}
-		t.Fatalf("no behaviour %q", name)
-		return nil
+		b := modelBehaviourOf(t, name)
+		return &b
 	}
 	storms := []storm{
 		{"minimal", time.Millisecond, time.Millisecond / 2, 0, 3764, 3816, nil, 0},

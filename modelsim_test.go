@@ -219,6 +219,19 @@ func modelBehaviours() []modelBehaviour {
 	}
 }
 
+// modelBehaviourOf returns the behaviour of modelBehaviours whose name
+// begins with prefix (its row's letter, or the whole name).
+func modelBehaviourOf(t *testing.T, prefix string) modelBehaviour {
+	t.Helper()
+	for _, b := range modelBehaviours() {
+		if strings.HasPrefix(b.name, prefix) {
+			return b
+		}
+	}
+	t.Fatalf("no behaviour %q", prefix)
+	return modelBehaviour{}
+}
+
 // modelRun is one client against one server.
 type modelRun struct {
 	rate, workers, total int           // rate: the quota's n

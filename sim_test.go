@@ -3,14 +3,12 @@ package throttle
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/throttlekit/throttle/internal/testutil/apisim"
 )
@@ -178,13 +176,7 @@ func TestBurstHoldCountsDebt(t *testing.T) {
 // burst rather than twice the hold (1.35× the ideal when it doubled; 1.15×
 // now, as with the two-second hold it replaced).
 func TestBurstHoldLongerWindow(t *testing.T) {
-	var b modelBehaviour
-	for _, mb := range modelBehaviours() {
-		if strings.HasPrefix(mb.name, "h/") {
-			b = mb
-		}
-	}
-	require.NotEmpty(t, b.name)
+	b := modelBehaviourOf(t, "h/")
 	r := runModel(t, b, modelRun{rate: 20, window: 2 * time.Second, workers: 10, total: 120, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: http.MethodGet})
 	t.Logf("%d refused, %v (%.3f× the ideal %v)", r.counts.refused, r.elapsed, r.ratio(), r.ideal)
 	assert.True(t, r.finished)

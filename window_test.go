@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -285,13 +284,7 @@ func TestSilentHostStartsTalking(t *testing.T) {
 // began (gate.shorten): each window is waited out to its end, not to the
 // rounded-up reset, a second later (1.21× in 7 of 8 seeds before).
 func TestWindowOpenerAnsweredLate(t *testing.T) {
-	var b modelBehaviour
-	for _, mb := range modelBehaviours() {
-		if strings.HasPrefix(mb.name, "b/") {
-			b = mb
-		}
-	}
-	require.NotEmpty(t, b.name)
+	b := modelBehaviourOf(t, "b/")
 	for seed := uint64(1); seed <= 8; seed++ {
 		for _, phase := range []time.Duration{0, 500 * time.Millisecond} {
 			run := modelRun{rate: 10, workers: 10, total: 80, phase: phase, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond,
@@ -320,13 +313,7 @@ func TestWindowOpenerAnsweredLate(t *testing.T) {
 // that starts 980–998 ms into a second, answers a quarter of a millisecond
 // away, 250 units.
 func TestWindowStartedByAMillisecondClock(t *testing.T) {
-	var b modelBehaviour
-	for _, mb := range modelBehaviours() {
-		if strings.HasPrefix(mb.name, "b/") {
-			b = mb
-		}
-	}
-	require.NotEmpty(t, b.name)
+	b := modelBehaviourOf(t, "b/")
 	for ph := 980 * time.Millisecond; ph < time.Second; ph += 6 * time.Millisecond {
 		t.Run(fmt.Sprintf("phase %v", ph), func(t *testing.T) {
 			r := runModel(t, b, modelRun{rate: 10, workers: 10, total: 250, phase: ph, latency: 250 * time.Microsecond,
@@ -349,13 +336,7 @@ func TestWindowStartedByAMillisecondClock(t *testing.T) {
 // (quota.apply's same): the guess grows to 5 s (1.35×; the rest is a
 // probe's round trip a window and the goroutines' own pace).
 func TestWindowLongerThanGuessed(t *testing.T) {
-	var b modelBehaviour
-	for _, mb := range modelBehaviours() {
-		if strings.HasPrefix(mb.name, "b/") {
-			b = mb
-		}
-	}
-	require.NotEmpty(t, b.name)
+	b := modelBehaviourOf(t, "b/")
 	for _, ph := range []time.Duration{0, 1500 * time.Millisecond, 4395 * time.Millisecond} {
 		t.Run(fmt.Sprintf("phase %v", ph), func(t *testing.T) {
 			r := runModel(t, b, modelRun{rate: 60, window: 5 * time.Second, workers: 6, total: 360, phase: ph,
