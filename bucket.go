@@ -202,6 +202,9 @@ func (g *gate) bucket(name string, r route) *gate {
 			g.wire.Store(int64(g.inflight)) // storeWire's from now on
 		}
 		b = &gate{key: g.key + "#" + name, maxPause: g.maxPause, emit: g.emit, closed: g.closed, parent: g, buckets: g.buckets}
+		if g.is(capped) {
+			b.mark(capped)
+		}
 		g.buckets = b
 	}
 	old := g.routes.Load()

@@ -144,6 +144,14 @@
 //   - Final refusals (OpenAI's insufficient_quota, a request too large)
 //     neither pause nor teach anything: see Classify. An IETF quota whose
 //     unit is concurrent-requests bounds the requests in flight.
+//   - GitHub's secondary limits count requests in flight, and GitHub asks
+//     integrators not to send one user's requests concurrently: once an
+//     answer shows a partition's server is GitHub's (it names its
+//     resource in X-RateLimit-Resource), the partition keeps at most ten
+//     requests on the wire, as GitHub's own client (Octokit's throttling
+//     plugin) does. A limit it keeps to itself then meets bursts of ten,
+//     not of every goroutine at once. Ten in flight at 300 ms a request
+//     is 33 a second, above the 900 points a minute GitHub documents.
 //   - Streams that say stop after their 200: in a text/event-stream body,
 //     an error event reporting an overload (Anthropic's overloaded_error,
 //     OpenAI's server_is_overloaded) is learned, when the body reaches

@@ -124,7 +124,7 @@ func (t *Transport) notice(n feedbackstore.Notice) {
 // until the store says, and coordinate reports false (the caller queues
 // again). claim is the unit claimed (to settle), if any.
 func (t *Transport) coordinate(ctx context.Context, g *gate, tk *ticket) (ok bool, claim feedbackstore.Grant) {
-	if !tk.probe && !g.shared.Load() {
+	if !tk.probe && !g.is(shared) {
 		return true, feedbackstore.Grant{} // a quiet partition: no call to the store
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
@@ -142,7 +142,7 @@ func (t *Transport) coordinate(ctx context.Context, g *gate, tk *ticket) (ok boo
 			return false, feedbackstore.Grant{}
 		}
 	}
-	if !g.shared.Load() {
+	if !g.is(shared) {
 		return true, feedbackstore.Grant{}
 	}
 	claim, err := t.store.Claim(ctx, g.key)
@@ -170,7 +170,7 @@ func (t *Transport) share(g *gate, tk *ticket, claim feedbackstore.Grant, a *ans
 	if a != nil {
 		if s, ok := tightest(a.info); ok && !a.refill && !s.Reset.IsZero() {
 			q = feedbackstore.SharedQuota{Known: true, Remaining: s.Remaining, Reset: s.Reset}
-			g.shared.Store(true)
+			g.mark(shared)
 		}
 	}
 	resume := tk.probe && a != nil // unless the answer paused: then Pause

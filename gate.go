@@ -35,8 +35,7 @@ type gate struct {
 	routes    atomic.Pointer[routeTable] // replaced, never changed: read without g.mu
 	parent    *gate                      // a bucket's partition gate, or nil
 	wire      atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
-	shared    atomic.Bool                // a FeedbackStore shares a quota of this partition (feedback.go)
-	heard     atomic.Bool                // an answer said something of rate limits, or refused: learn reads the clock
+	flags     atomic.Uint32              // gateFlag bits: heard, shared, capped
 	closed    bool
 	elsewhere bool                  // the pause waits for another Transport's probe (feedback.go)
 	nq        uint8                 // len(quotas), at most maxQuotas
@@ -57,6 +56,18 @@ type gate struct {
 	nextSend time.Time // pacing: the next request waits until then
 	inflight int       // admitted, not yet answered
 }
+
+// gateFlag is a bit of gate.flags: what is read without g.mu.
+type gateFlag uint32
+
+const (
+	heard  gateFlag = 1 << iota // an answer said something of rate limits, or refused: learn reads the clock
+	shared                      // a FeedbackStore shares a quota of this partition (feedback.go)
+	capped                      // at most githubMaxWire requests on the wire at once (capWire)
+)
+
+func (g *gate) is(f gateFlag) bool { return g.flags.Load()&uint32(f) != 0 }
+func (g *gate) mark(f gateFlag)    { g.flags.Or(uint32(f)) }
 
 // pause is the partition's pause: until when no request starts, and the
 // probe that goes alone once it ends.
@@ -251,6 +262,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 	case g.waveOut() && g.rl != nil && now.Before(g.rl.waveEnd):
 		wake = g.rl.waveEnd
 	case g.pz.probing:
+	case g.full():
 	default:
 		decided, wake = false, now
 		if !g.nextSend.IsZero() && now.Before(g.nextSend) {
@@ -287,7 +299,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.pz.on || g.pz.probe || g.pz.probing || g.paceStep() > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() {
+	if g.pz.on || g.pz.probe || g.pz.probing || g.paceStep() > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() || g.is(capped) {
 		return false
 	}
 	return !g.hasQuotas()
@@ -454,13 +466,17 @@ func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticke
 // moment, the admission is undone and the next waiter may go (the race of
 // go.dev/issue/63615).
 func (g *gate) wait(ctx context.Context, w *gwaiter, tk *ticket) error {
-	var resumed bool
+	var resumed, undone bool
 	err := g.q.Wait(ctx, &g.mu, w.w, func(granted, _ bool) {
 		if granted {
 			g.abortLocked(&w.tk)
+			undone = true
 		}
 		resumed = g.q.Len() > 0 && g.dispatch(time.Now()) // no clock read when nobody is left to let through
 	})
+	if undone {
+		g.freed()
+	}
 	g.report(resumed)
 	if err != nil {
 		return err
@@ -580,6 +596,7 @@ func (g *gate) abort(tk *ticket) {
 	g.abortLocked(tk)
 	resumed := g.dispatch(time.Now())
 	g.mu.Unlock()
+	g.freed()
 	g.report(resumed)
 }
 
@@ -686,6 +703,7 @@ func (g *gate) done(tk *ticket, a *answer, now time.Time) time.Time {
 	}
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
+	g.freed()
 	if !paused.IsZero() && g.emit != nil {
 		g.emit(Event{Kind: EventPaused, Key: g.key, Until: paused, Status: a.status})
 	}

@@ -59,7 +59,7 @@ func learnLate(g *gate, pause int64, status int, h http.Header, body []byte) {
 	var a answer
 	a.read(&http.Response{StatusCode: status, Header: h}, body, now)
 	if status >= 400 || len(a.info.Quotas) > 0 || a.info.HasRetryAfter {
-		g.heard.Store(true)
+		g.mark(heard)
 	}
 	g.observe(&a, pause, now)
 	a.free()

@@ -359,7 +359,7 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 	if resp != nil {
 		_, late = resp.Body.(streamhook.Late)
 	}
-	if resp != nil && resp.StatusCode < 400 && t.store == nil && !g.heard.Load() && !late {
+	if resp != nil && resp.StatusCode < 400 && t.store == nil && !g.is(heard) && !late {
 		// A partition whose answers have said nothing of rate limits:
 		// most never will, and a success that says nothing needs no
 		// clock. Parsed at the zero time, only whether it says anything
@@ -383,8 +383,11 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 	if c != nil && t.observer != nil && len(a.info.Quotas) > 0 {
 		t.checkNames(own.key, c, a.info.Quotas)
 	}
-	if !g.heard.Load() && (a.status >= 400 || len(a.info.Quotas) > 0 || a.info.HasRetryAfter) {
-		g.heard.Store(true)
+	if !g.is(heard) && (a.status >= 400 || len(a.info.Quotas) > 0 || a.info.HasRetryAfter) {
+		g.mark(heard)
+	}
+	if a.bucket != "" && !own.is(capped) && fromGitHub(resp.Header) {
+		own.capWire()
 	}
 	lg := g
 	if name := bucketName(&a); name != "" && name != g.named() {
