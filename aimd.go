@@ -28,10 +28,11 @@ type aimd struct {
 	// penalty is the wait the last refusal asked for (a Retry-After),
 	// which each probe beyond ceil risks; 0 for bare refusals.
 	penalty time.Duration
-	good    int  // successes since the last change
-	bare    bool // learned from bare refusals: search upwards
-	slow    bool // slow start: doubling until a refusal
-	twice   bool // slow start has doubled at least twice: the guess was far off
+	good    int       // successes since the last change, of requests sent since
+	since   time.Time // when the interval last changed (but for the creep): a run proves it only with requests sent since
+	bare    bool      // learned from bare refusals: search upwards
+	slow    bool      // slow start: doubling until a refusal
+	twice   bool      // slow start has doubled at least twice: the guess was far off
 	// wave: the first refusal was of a request sent after answers came
 	// back, but came back before most of them had been counted (answers
 	// arriving together are counted in any order); whether it ended a
@@ -161,7 +162,12 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 		a.step = a.safe
 	case a.safe == 0:
 		// Nothing has got through since the last refusal but single
-		// requests: half the rate, as TCP does.
+		// requests: half the rate, as TCP does. When a refusal costs
+		// no wait (penalty), search back up towards the rate refused:
+		// a creep from half takes seventy runs to come back.
+		if a.penalty == 0 {
+			a.tight = a.step
+		}
 		a.step *= 2
 	default:
 		a.safe, a.tight = 0, 0
@@ -172,7 +178,7 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 			a.step, a.safe, a.tight = m, m, 0
 		}
 	}
-	a.base, a.good, a.bare = a.step, 0, true
+	a.base, a.good, a.bare, a.since = a.step, 0, true, now
 	return hold
 }
 
@@ -257,11 +263,15 @@ func (a *aimd) dwellRuns() int {
 	return n
 }
 
-// succeeded applies a fresh success: a run of them proves the interval
-// safe, and moves the pace on: doubling in slow start, halfway up to
-// tight while searching, a creep of aimdGain after.
-func (a *aimd) succeeded() {
-	if !a.bare {
+// succeeded applies a fresh success at now, of a request sent at sent: a
+// run of them, sent since the interval last changed by more than the
+// creep, proves the interval safe, and moves the pace on: doubling in slow start, halfway up to
+// tight while searching, a creep of aimdGain after. (Counted from
+// requests sent before the change, a run would prove nothing: slow start
+// doubled at every second answer of a queue sent at the old pace, down
+// to no pace at all, and a queue of 50 was let through at once.)
+func (a *aimd) succeeded(now, sent time.Time) {
+	if !a.bare || sent.Before(a.since) {
 		return
 	}
 	run := aimdRun
@@ -276,9 +286,13 @@ func (a *aimd) succeeded() {
 	case a.slow:
 		a.twice = a.step < a.base
 		a.step /= 2
+		a.since = now
 	case a.tight > 0 && float64(a.step) > aimdSearch*float64(a.tight):
 		a.step = time.Duration(2 / (1/float64(a.step) + 1/float64(a.tight)))
+		a.since = now
 	default:
+		// The creep: a run at a pace a percent slower proves this one
+		// as well, and requests on the wire count.
 		a.tight = 0
 		next := time.Duration(1 / (1/float64(a.step) + aimdGain/float64(a.base)))
 		if short := a.plateau(); a.ceil > 0 && next < short {

@@ -804,7 +804,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			g.rehold()
 		}
 		if fresh && g.rl != nil {
-			g.refusals().pace.succeeded()
+			g.refusals().pace.succeeded(now, tk.at)
 		}
 	}
 	return g.learnQuotas(tk, a, now)

@@ -167,7 +167,7 @@ func TestAIMD(t *testing.T) {
 	cut := func(d time.Duration) time.Duration { return time.Duration(float64(d) * aimdCut) }
 	runs := func(a *aimd, n int) {
 		for range n {
-			a.succeeded()
+			a.succeeded(t0.Add(time.Hour), t0.Add(time.Hour))
 		}
 	}
 
@@ -305,7 +305,7 @@ func TestBurstHold(t *testing.T) {
 func TestAIMDDwellsShortOfTheRateRefused(t *testing.T) {
 	runs := func(a *aimd, n int) {
 		for range n {
-			a.succeeded()
+			a.succeeded(t0.Add(time.Hour), t0.Add(time.Hour))
 		}
 	}
 	short := func(d time.Duration) time.Duration { return time.Duration(float64(d) * (1 + aimdGain/2)) }
@@ -500,4 +500,44 @@ func TestRisingRemainingIsNotSpread(t *testing.T) {
 	f.apply(&headers.Quota{Limit: 150, Remaining: 149, Reset: next}, false, true, next, false, 2, end, end)
 	f.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: next}, false, true, next, false, 3, end, end.Add(time.Second))
 	assert.Positive(t, f.pace(end.Add(time.Second), 1, 0), "a fixed window's last tenth is spread")
+}
+
+// TestAIMDSlowStartProvesThePaceItSends: slow start doubles the rate only
+// on a run of answers to requests sent since the last change; answers to
+// requests sent at the old pace prove nothing of the new one.
+func TestAIMDSlowStartProvesThePaceItSends(t *testing.T) {
+	var a aimd
+	a.refused(t0.Add(30*time.Millisecond), t0, 1, 2, true) // one through, then refused: slow start
+	require.True(t, a.slow)
+	step, changed := a.step, t0.Add(30*time.Millisecond)
+	for i := range 10 {
+		a.succeeded(changed.Add(time.Duration(i+1)*time.Millisecond), changed.Add(-time.Millisecond))
+	}
+	assert.Equal(t, step, a.step, "answers to requests sent before the refusal prove nothing")
+	for i := range aimdStartRun {
+		a.succeeded(changed.Add(time.Second+time.Duration(i)*time.Millisecond), changed.Add(time.Millisecond))
+	}
+	assert.Equal(t, step/2, a.step, "a run sent at the pace doubles the rate")
+	for i := range aimdStartRun {
+		a.succeeded(changed.Add(2*time.Second+time.Duration(i)*time.Millisecond), changed.Add(time.Millisecond))
+	}
+	assert.Equal(t, step/2, a.step, "sent before the doubling: nothing")
+}
+
+// TestAIMDHalvedSearchesBack: a refusal of a pace no run proved halves
+// the rate, and the runs after it search halfway back up to the rate
+// refused rather than creep a percent a run from half.
+func TestAIMDHalvedSearchesBack(t *testing.T) {
+	late := t0.Add(time.Hour)
+	var a aimd
+	a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, true) // a burst: 10 a second
+	a.refused(t0.Add(3*time.Second), t0.Add(2*time.Second), 2, 1, true)
+	require.Zero(t, a.safe, "the pace after the cut is not proven yet")
+	refused := a.step
+	a.refused(t0.Add(4*time.Second), t0.Add(3*time.Second), 1, 1, true)
+	require.Equal(t, 2*refused, a.step, "refused again before a run: half the rate")
+	for range aimdRun {
+		a.succeeded(late, late)
+	}
+	assert.Equal(t, time.Duration(2/(1/float64(2*refused)+1/float64(refused))), a.step, "halfway back up in one run")
 }

@@ -314,3 +314,29 @@ func TestHeaderlessAtManyRates(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstWaveLargerThanTheBurst: 50 goroutines against a bare 429 that
+// takes 10 a second (a window on the clock, or koa-ratelimit's from the
+// first request with its headers disabled): the first wave of 50 is
+// refused but for the 10 the server took, and the pace is searched from
+// a guess of 50 a second. Slow start doubled the rate at every second
+// answer, though they answered requests sent at the old pace, down to no
+// pace at all, and let the queue of 50 go at once, window after window;
+// and a rate halved crept back a percent a run. 112 refusals, 1.54× and
+// 1.57×. A run proves a pace only with requests sent at it (aimd.since),
+// and a halved rate, when a refusal costs no wait, searches back up to
+// the rate refused: 85 and 89
+// (40 of them the first wave's), 1.16× and 1.25×.
+func TestFirstWaveLargerThanTheBurst(t *testing.T) {
+	for _, name := range []string{"h/", "i/koa-ratelimit memory, disableHeader"} {
+		t.Run(name, func(t *testing.T) {
+			b := modelBehaviourOf(t, name)
+			r := runModel(t, b, modelRun{rate: 10, workers: 50, total: 250, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: http.MethodGet})
+			t.Logf("%d refused, %v (%.3f× the ideal %v)", r.counts.refused, r.elapsed, r.ratio(), r.ideal)
+			assert.True(t, r.finished)
+			assert.Zero(t, r.counts.inPause)
+			assert.LessOrEqual(t, r.counts.refused, 95)
+			assert.LessOrEqual(t, r.ratio(), 1.3)
+		})
+	}
+}
