@@ -100,9 +100,11 @@
 //   - Servers that say little: a bare 429 or 503, or an overloaded 529,
 //     teaches a pace. The first refusal guesses it (just under what the
 //     server took per second before refusing); slow start then doubles
-//     the rate after every two successes until a refusal, which goes back
-//     to the last interval a run of successes got through at, and runs
-//     search halfway up to the refused one; once the two are close the
+//     the rate after every two successes of requests sent at it until a
+//     refusal, which goes back to the last interval a run of successes
+//     got through at, and runs search halfway up to the refused one (a
+//     refusal before any run halves the rate, and, when it asked for no
+//     wait, searches back up the same way); once the two are close the
 //     rate creeps up a percent a run, so that no refusal pins the pace for
 //     good; the creep dwells five runs, and at least half a minute, just
 //     short of the rate last refused before it probes beyond, as TCP CUBIC
