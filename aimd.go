@@ -33,6 +33,12 @@ type aimd struct {
 	bare    bool      // learned from bare refusals: search upwards
 	slow    bool      // slow start: doubling until a refusal
 	twice   bool      // slow start has doubled at least twice: the guess was far off
+	// shown is the most the server took at once before its first
+	// refusal (counted until that refusal's pause ends: showing): a
+	// window or a bucket lets that many through at any pace, so a run
+	// that proves a doubled or searched pace must be longer.
+	shown   int
+	showing bool
 	// wave: the first refusal was of a request sent after answers came
 	// back, but came back before most of them had been counted (answers
 	// arriving together are counted in any order); whether it ended a
@@ -77,6 +83,9 @@ const (
 	// partition: the window the burst emptied, and the next one, which a
 	// server that counts refusals has put in debt.
 	aimdHold = 2 * aimdSpan
+	// aimdShownSpan bounds how long a run that must outlast the burst
+	// the server showed takes at the pace it proves (succeeded).
+	aimdShownSpan = aimdSpan / 2
 )
 
 // refused applies a fresh refusal at now and returns how long the gate
@@ -122,6 +131,7 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 	switch {
 	case a.step == 0:
 		a.step = time.Duration(float64(time.Second/time.Duration(max(ok, inflight, 1))) * aimdCut)
+		a.shown, a.showing = ok, true
 		a.safe, a.tight, a.twice = 0, 0, false
 		// A burst: the first wave got through whole (the refused request
 		// went after some answers), aimdSamples or more of it. A refusal
@@ -149,6 +159,11 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 		switch {
 		case a.safe == 0:
 			// Refused before a run got through: the guess was too fast.
+			// Half of it, and, when a refusal costs no wait, a search
+			// back up to the pace refused (as below).
+			if a.penalty == 0 {
+				a.tight = a.step
+			}
 			a.step = 2 * a.base
 		case a.twice:
 			a.step = a.safe
@@ -203,6 +218,9 @@ func (a *aimd) burst() time.Duration {
 // start, and it returns how much longer to hold the partition (aimdHold,
 // as refused would have); if not, slow start goes on.
 func (a *aimd) settleWave(ok int) (hold time.Duration) {
+	if a.showing {
+		a.shown, a.showing = max(a.shown, ok), false
+	}
 	if !a.wave {
 		return 0
 	}
@@ -277,6 +295,17 @@ func (a *aimd) succeeded(now, sent time.Time) {
 	run := aimdRun
 	if a.slow {
 		run = aimdStartRun
+	}
+	if a.slow || a.tight > 0 {
+		// A pace doubled or searched is proven only past what the
+		// server lets through at once (shown), or by as many as it
+		// sends in aimdShownSpan if fewer: against a window of 20,
+		// runs of two doubled slow start to 190 a second at each
+		// window's start, and a pace "proven" there was refused every
+		// window (25 goroutines at 20 a second: 348 refusals); a
+		// bucket whose burst is far below its rate (5, at 100 a
+		// second) is still found in a few doublings.
+		run = max(run, min(a.shown+1, int(aimdShownSpan/max(a.step, aimdFloor))))
 	}
 	if a.good++; a.good < run {
 		return

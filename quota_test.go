@@ -541,3 +541,32 @@ func TestAIMDHalvedSearchesBack(t *testing.T) {
 	}
 	assert.Equal(t, time.Duration(2/(1/float64(2*refused)+1/float64(refused))), a.step, "halfway back up in one run")
 }
+
+// TestAIMDRunOutlastsTheBurst: in slow start a run proves a doubled pace
+// only past the burst the server showed (counted until the first
+// refusal's pause ends), or as many as the pace sends in
+// aimdShownSpan if fewer.
+func TestAIMDRunOutlastsTheBurst(t *testing.T) {
+	late := t0.Add(time.Hour)
+	var a aimd
+	a.refused(t0.Add(20*time.Millisecond), t0, 12, 50, false) // a first wave of 50, 12 through so far
+	a.settleWave(20)                                          // 20 of the wave through in all
+	require.True(t, a.slow)
+	require.Equal(t, 20, a.shown)
+	step := a.step // 48 a second: a run of 21 takes under half a second
+	for range 20 {
+		a.succeeded(late, late)
+	}
+	assert.Equal(t, step, a.step, "20, the window's burst, prove nothing")
+	a.succeeded(late, late)
+	assert.Equal(t, step/2, a.step, "the 21st does")
+
+	var b aimd
+	b.refused(t0.Add(20*time.Millisecond), t0, 0, 2, false) // 2 in flight: 2 a second
+	b.settleWave(40)
+	step = b.step // 2 a second: half a second is one request
+	for range aimdStartRun {
+		b.succeeded(late, late)
+	}
+	assert.Equal(t, step/2, b.step, "a slow pace: the usual run of two")
+}
