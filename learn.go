@@ -1,0 +1,540 @@
+package throttle
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/throttlekit/throttle/headers"
+)
+
+// What a gate learns from an answer: the answer as read before the
+// gate's lock is taken, and learn, which applies it to the gate's models
+// — the pause a refusal asks for, the pace refusals teach (aimd.go), the
+// quotas the server reports (quota.go).
+
+// answer is what a response says, read before the gate's lock is taken.
+type answer struct {
+	status int
+	info   headers.Info
+	cls    headers.Classification
+	far    beyond
+	refill bool   // its quotas refill continuously (refills)
+	bucket string // the bucket its fields name (headers.ParseInto), or ""
+
+	buf *[answerQuotas]headers.Quota // info.Quotas' array, while it has room
+}
+
+// answerQuotas is how many quotas an answer holds without allocating:
+// servers report one to four.
+const answerQuotas = 4
+
+var quotaBufs = sync.Pool{New: func() any { return new([answerQuotas]headers.Quota) }}
+
+// free gives a's buffer back, once nothing reads a.info.Quotas any more.
+func (a *answer) free() {
+	if a.buf != nil {
+		*a.buf = [answerQuotas]headers.Quota{} // holds no header's strings
+		quotaBufs.Put(a.buf)
+		a.buf = nil
+	}
+}
+
+// parseInto is headers.Parse appending to a buffer of the caller's
+// (headers.ParseInto): the Transport parses every answer with quotas, and
+// the slice Parse returns, which the caller owns, would be allocated
+// each time.
+var parseInto = headers.ParseInto
+
+// read reads what resp says into a; body is what headers.PeekBody peeked
+// of it (nil when nothing was). a.info.Quotas may share a's own array: a
+// is not to be copied while they are used.
+func (a *answer) read(resp *http.Response, body []byte, now time.Time) {
+	a.status = resp.StatusCode
+	a.buf = quotaBufs.Get().(*[answerQuotas]headers.Quota)
+	a.info, a.bucket = parseInto(a.buf[:0], resp.Header, now)
+	if a.status >= 400 {
+		a.cls = headers.Classify(a.status, resp.Header, body)
+	}
+	if saysStop(a.status, a.info) {
+		a.far = farHints(resp.Header, now)
+	}
+	if len(a.info.Quotas) > 0 {
+		a.refill = refills(resp.Header, a.info.Quotas)
+	}
+}
+
+// doneQuiet settles a success that says nothing of rate limits, if the
+// gate is quiet and nobody waits: then nothing done does needs the time.
+// It reports whether it did; if not, the caller reads the clock and calls
+// done.
+func (g *gate) doneQuiet(tk *ticket) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.q.Len() > 0 || !g.quiet() {
+		return false
+	}
+	g.settle(tk)
+	g.pz.backoff = 0
+	g.rf.ok++
+	g.rf.answered++
+	return true
+}
+
+// done learns from the answer to a request the gate let through (a is
+// nil after a transport error). It returns the end of a pause the answer
+// began, or zero.
+func (g *gate) done(tk *ticket, a *answer, now time.Time) time.Time {
+	g.mu.Lock()
+	g.settle(tk)
+	var paused time.Time
+	if a != nil {
+		paused = g.learn(tk, a, now)
+	}
+	resumed := g.dispatch(now)
+	g.mu.Unlock()
+	g.freed()
+	if !paused.IsZero() && g.emit != nil {
+		g.emit(Event{Kind: EventPaused, Key: g.key, Until: paused, Status: a.status})
+	}
+	g.report(resumed)
+	return paused
+}
+
+// limited reports whether a says "stop": a 429 or a rate-limit signal
+// (GitHub's 403s), or a 503 that says when to come back.
+func (a *answer) limited() bool {
+	return a.status == http.StatusTooManyRequests || a.cls.Signal == headers.RateLimited ||
+		(a.status == http.StatusServiceUnavailable && (a.info.HasRetryAfter || a.far.retry))
+}
+
+// learn applies what an answer says. It returns the end of a pause it
+// started, or zero. g.mu must be held.
+//
+// A final refusal (a quota exhausted for good, a request too large) teaches
+// nothing and pauses nothing. A refusal that says when (Retry-After, a
+// quota at zero, GitHub's documented minute) pauses until then; one that
+// says nothing (a bare 429 or 503, an overloaded 529) slows the pace
+// (aimd) and pauses for one step of it, doubling with each refused probe
+// — or, when it ends a first burst, for the hold aimd.refused asks. A
+// hint beyond the horizon still says "stop": a refusal that carries one,
+// or a quota at zero whose reset is one, pauses the partition for
+// maxPause.
+func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
+	g.rf.answered++
+	if a.cls.Signal.Final() {
+		return time.Time{}
+	}
+	fresh := tk.pause == g.pz.count // sent since the last pause began
+	limited := a.limited()
+	if limited || a.cls.Signal == headers.Overloaded {
+		d := max(g.ws.delay(a.info, now), a.cls.MinWait)
+		if a.far.any() {
+			d = g.maxPause
+		}
+		// A wait the refusal asked for is kept, whatever else is known
+		// (a sliding window's pace would free a request sooner) and
+		// whatever other answers say meanwhile: pauseUntil only extends.
+		g.learnQuotas(tk, a, now)
+		if d > 0 {
+			g.tighten(a, now.Add(d))
+			until := now.Add(min(d, g.maxPause))
+			if fresh && !a.far.any() && !g.rf.resumed.IsZero() && g.unexplained() {
+				g.teach(tk, until, d, now)
+			}
+			g.pauseUntil(until)
+			return g.pz.until
+		}
+		if !fresh {
+			// Sent before the pause this answer's siblings began: it tells
+			// us nothing new, and must not compound the backoff — but a
+			// server that counts it holds it against us (burstHold).
+			if g.rl != nil && g.rl.debt > 0 && tk.pause == g.pz.count-1 {
+				g.rl.debt++
+				g.rehold()
+			}
+			return time.Time{}
+		}
+		first := g.paceStep() == 0
+		hold := g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), g.afterAnswers(tk))
+		burst := hold == aimdHold
+		if first {
+			g.rl.burstAt, g.rl.debt = now, 1
+			if burst {
+				hold = g.rl.burstHold(g.rf.ok)
+			}
+		}
+		if a.info.HasRetryAfter && hold > aimdSpan {
+			// "Retry-After: 0" (koa-ratelimit truncates the wait to whole
+			// seconds): the server says its window ends within the
+			// second, and puts no debt beyond it.
+			hold = aimdSpan
+		}
+		g.refusals().waveStatus = a.status
+		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
+		g.pz.backoff = min(max(2*g.pz.backoff, g.refusals().pace.step, hold), g.maxPause)
+		if tk.probe && g.rl.held != 0 && tk.pause == g.rl.held {
+			// The probe after a first burst's hold, refused: the window
+			// is longer than the hold took it to be, or the server's
+			// debt larger. Wait out the two windows of aimdHold from the
+			// burst, not twice the hold: the likeliest length of a
+			// window is still a second or two.
+			g.pz.backoff = min(g.pz.backoff, max(g.rl.burstAt.Add(aimdHold+g.rl.pace.step).Sub(now), g.rl.pace.step))
+		}
+		g.pauseUntil(now.Add(g.pz.backoff))
+		if first && burst && hold > aimdSpan {
+			g.rl.holdEnd, g.rl.held = g.pz.until, g.pz.count
+		}
+		return g.pz.until
+	}
+	if a.status < 400 {
+		g.pz.backoff = 0
+		g.rf.ok++
+		if g.rl != nil && !g.rl.holdEnd.IsZero() {
+			g.rehold()
+		}
+		if fresh && g.rl != nil {
+			g.refusals().pace.succeeded(now, tk.at)
+		}
+	}
+	return g.learnQuotas(tk, a, now)
+}
+
+// afterAnswers reports whether the server may have counted requests sent
+// after answers came back before the refused request tk: it was one of
+// them, or it was of the first wave and some on the wire now are not (the
+// first wave's answers were waited for, and the next requests went, while
+// it was still on its way: a connection set up last on a loaded machine
+// reaches the server behind them). A refusal within a first wave that
+// nothing overtook says the server's burst is smaller than the wave; one
+// that may have been overtaken says no such thing (aimd.refused). tk is
+// settled. g.mu must be held.
+func (g *gate) afterAnswers(tk *ticket) bool {
+	return tk.seen > 0 || g.inflight > int(g.wave)
+}
+
+// burstHold is how long a first bare refusal that ended a burst holds
+// the partition, from burstAt, when ok requests of the burst got
+// through and debt of its wave were refused: the window the burst
+// emptied (aimdSpan), and as much of the next as a server that counts
+// refusals holds against us, and a step of the pace to spare; at most
+// aimdHold, two whole windows. A server that carries what was refused
+// over into the next window (apisim's penalty window; OpenAI warns that
+// "unsuccessful requests contribute to your per-minute limit") starts
+// it with debt of its ok spent: debt/ok of it, at the burst's rate. One
+// that weighs the last window into a sliding estimate of its rate
+// (HAProxy's http_req_rate) needs less, debt/(ok+debt) of it.
+func (r *refusals) burstHold(ok int) time.Duration {
+	debt := aimdSpan * time.Duration(r.debt) / time.Duration(max(ok, 1))
+	return min(aimdSpan+debt+r.pace.step, aimdHold)
+}
+
+// rehold moves the end of a first burst's hold (refusals.holdEnd) to
+// what the answers of its wave counted so far make it, unless something
+// else has moved the pause since. g.mu must be held.
+func (g *gate) rehold() {
+	rl := g.rl
+	if !g.pz.on || rl.holdEnd.IsZero() || !g.pz.until.Equal(rl.holdEnd) {
+		return
+	}
+	until := rl.burstAt.Add(rl.burstHold(g.rf.ok))
+	g.pz.until, rl.holdEnd = until, until
+}
+
+// teach lets a refusal that asked for a wait of d, until until, and that
+// no quota at zero explains — a limit the server does not advertise —
+// pace the partition, searched on from there (aimd): the Retry-After sets
+// the pause, never the pace. tk is the refused request's. g.mu must be
+// held.
+func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time) {
+	switch {
+	case g.refusals().pace.step == 0:
+		// The pace is set when the pause ends, from all that the wave
+		// got through (advance): answers that come back together are
+		// counted in any order, and this refusal may be counted before
+		// most of its wave's successes (a stream's are counted when its
+		// first message is read: 2 of 5 and a pace of 500 ms, for a
+		// server that takes 5 a second, on a loaded machine).
+		owed := until
+		if !tk.at.IsZero() && tk.at.Add(d).Before(owed) {
+			// Measured from sendings, the way there cancels out.
+			owed = tk.at.Add(d)
+		}
+		g.refusals().owed, g.refusals().owedWait = owed, d
+	case g.rf.ok == 0:
+	case g.refusals().measured > 0:
+		// The second refusal of a limit the server keeps beside the
+		// quotas it advertises: the first pace was a guess (firstPace),
+		// now measured as a server that says when to come back is. Each
+		// refusal bounds the window — no longer than the run it let
+		// through and the wait it asked for, as a window that frees
+		// when the wait ends would be — and the tightest bound is the
+		// fastest safe pace: the first's, a burst, unless this run's is
+		// tighter.
+		step := g.refusals().measured
+		g.refusals().measured = 0
+		if !tk.at.IsZero() { // rf.ok > 0: the case above
+			step = min(step, tk.at.Add(d).Sub(g.rf.resumed)/time.Duration(g.rf.ok))
+		}
+		g.refusals().pace.measured(min(step, g.maxPause), d)
+	default:
+		g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, g.afterAnswers(tk))
+		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
+		g.refusals().pace.penalty = d
+		if g.refusals().beside = g.hasQuotas(); g.refusals().beside {
+			g.refusals().pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
+		}
+		// A wait told finer than the second (a time to the window's end,
+		// not a rounded or constant Retry-After) that ends a whole number
+		// of seconds after the last pause ended marks a fixed window:
+		// the server took ok requests in the window from the end of the
+		// last pause to until, and will take no more. A pace faster
+		// than that is refused again in the next window, so it starts
+		// there, as the first refusal's did. (The first refusal's span
+		// began at our first request, maybe late in a window, and may
+		// overstate the rate; this one is a whole window.) The window
+		// began where the last pause was to end, not where the gate
+		// noticed (rf.resumed, later on a loaded machine); and it lasts
+		// the whole seconds the span is near: each end of the span is
+		// late by the way back of its answer, and by how long a loaded
+		// machine took to learn it, which differ.
+		from := g.rf.resumed
+		if !g.pz.until.IsZero() && g.pz.until.Before(from) {
+			from = g.pz.until
+		}
+		if span := until.Sub(from); d%time.Second != 0 && wholeWindows(span) {
+			if w := span.Round(time.Second); w/time.Duration(g.rf.ok) > g.refusals().pace.step {
+				g.startPace(w, d)
+			}
+		}
+	}
+}
+
+// wholeWindows reports whether span, between the ends of two waits a
+// server asked for, is a whole number of seconds, to within
+// windowDoubt: windows are configured in whole seconds.
+func wholeWindows(span time.Duration) bool {
+	off := (span + windowDoubt) % time.Second
+	return span >= time.Second-windowDoubt && off <= 2*windowDoubt
+}
+
+// windowDoubt is how far from a whole second the span between the ends
+// of two waits may be and still be read as whole windows: each end is
+// the wait the server told plus the way back of its answer, which
+// varies by the jitter of the round trip.
+const windowDoubt = 50 * time.Millisecond
+
+// firstPace starts the pace from the first refusal that asked for a
+// wait of d: the server took rf.ok requests over span, from the end of
+// the last pause to the end of that wait. Read as a window that ends
+// with the wait, that is the rate (startPace). But a limit a server keeps
+// beside the quotas it advertises (GitHub's secondary limits) asks for a
+// wait that is a penalty, not the rest of a window: when the run it let
+// through came in well under a second and the wait is longer than that,
+// the pace is the run's size per second, as a bare refusal that ends a
+// burst teaches (aimd.refused), and a second refusal measures it
+// (teach). g.mu must be held.
+func (g *gate) firstPace(span, d time.Duration) {
+	if run := span - d; g.hasQuotas() && run < aimdSpan && d > aimdSpan && d <= guessWaitMax && g.rf.ok >= aimdSamples {
+		step := time.Duration(float64(aimdSpan/time.Duration(g.rf.ok)) * aimdCut)
+		g.refusals().pace.measured(step, d)
+		g.refusals().beside = true
+		g.refusals().measured = min(span/time.Duration(g.rf.ok), g.maxPause)
+		return
+	}
+	g.startPace(span, d)
+}
+
+// guessWaitMax is the longest wait after which firstPace guesses: a
+// wait of a minute (GitHub's documented one, and its secondary limit of
+// 900 points a minute) speaks of a window of minutes, which the run and
+// the wait measure, and a wrong guess would cost a wait that long.
+const guessWaitMax = 10 * time.Second
+
+// startPace starts the pace at how many requests the server took (ok,
+// counted since the last pause ended) over span, from the last pause's
+// end to the end of the wait of d a refusal asked for. g.mu must be held.
+func (g *gate) startPace(span, d time.Duration) {
+	g.refusals().pace.measured(min(span/time.Duration(g.rf.ok), g.maxPause), d)
+	g.refusals().beside = g.hasQuotas()
+}
+
+// tighten brings the reset of each quota a refusal a says is at zero
+// forward to until, the end of the wait the refusal asked for, when that
+// is earlier by less than the second a reset written in whole seconds
+// rounds away (delay read the two together). g.mu must be held.
+func (g *gate) tighten(a *answer, until time.Time) {
+	for i := range a.info.Quotas {
+		s := &a.info.Quotas[i]
+		if s.Remaining != 0 {
+			continue
+		}
+		for j := range g.quotas[:g.nq] {
+			q := &g.quotas[j]
+			if q.name == s.Name && q.known && !q.refill && q.reset.After(until) && q.reset.Sub(until) <= time.Second+resetSlack {
+				q.reset = until
+			}
+		}
+	}
+}
+
+// twins reads each reset of qs, an answer's quotas read at now, by the
+// tightest bound the answer gives: a quota written in whole seconds (the
+// IETF t, X-RateLimit-Reset) that has a twin in the same answer — the same
+// limit and remaining, written by a server that sends both forms — whose
+// reset is finer (X-RateLimit-Reset-After, to the millisecond) and falls
+// within the second the whole one rounds up, ends at the twin's.
+func twins(qs []headers.Quota, now time.Time) {
+	for i := range qs {
+		q := &qs[i]
+		if q.Reset.IsZero() || q.Remaining < 0 || !wholeSeconds(q.Reset, now) {
+			continue
+		}
+		for j := range qs {
+			t := &qs[j]
+			if j != i && t.Limit == q.Limit && t.Remaining == q.Remaining && !t.Reset.IsZero() &&
+				!wholeSeconds(t.Reset, now) && !t.Reset.After(q.Reset) && t.Reset.After(q.Reset.Add(-time.Second-resetSlack)) {
+				q.Reset = t.Reset
+			}
+		}
+	}
+}
+
+// unexplained reports whether a refusal that asked for a wait teaches a
+// pace: the server advertises no quota, or it does but refused while its
+// quotas had room — a limit it keeps to itself (GitHub's secondary
+// limits). g.mu must be held.
+func (g *gate) unexplained() bool {
+	for i := range g.quotas[:g.nq] {
+		if q := &g.quotas[i]; q.known && !q.concurrent() && q.rmin <= 0 {
+			return false // a quota at zero explains it
+		}
+	}
+	return true
+}
+
+// learnQuotas applies the quotas an answer reports. It returns the end of
+// a pause a quota at zero started, or zero. g.mu must be held.
+func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
+	if tk.probe && g.ws.reset != 0 && a.status < 400 {
+		g.ws.learn(a, now)
+	}
+	twins(a.info.Quotas, now)
+	var until time.Time
+	learned := false
+	for i := range a.info.Quotas {
+		s := &a.info.Quotas[i]
+		if s.Remaining < 0 && s.Unit != "concurrent-requests" {
+			continue
+		}
+		q := g.slot(s.Name)
+		if q == nil {
+			continue
+		}
+		reset, guessed := s.Reset, false
+		if a.refill && !reset.IsZero() {
+			reset = g.within(reset, now)
+		}
+		if !a.refill {
+			reset = g.ws.resetFor(s, now)
+			if s.Remaining == 0 {
+				// The server's reset has passed while nothing remains:
+				// resetFor's answer is when to probe again, a guess.
+				guessed = !s.Reset.IsZero() && !s.Reset.After(now)
+				if reset.IsZero() {
+					if !a.far.reset {
+						continue
+					}
+					reset = now.Add(g.maxPause)
+				}
+			} else if !reset.IsZero() && !reset.After(now) {
+				// Some remain, but the reset is stale or rounded down to
+				// nothing: trust the count for a moment, then probe again.
+				reset, guessed = now.Add(notYet), true
+			}
+			if !reset.IsZero() {
+				reset = g.within(reset, now)
+			}
+		}
+		if reset.IsZero() && !a.refill && s.Unit != "concurrent-requests" {
+			// Without a reset the count cannot be paced or trusted for long.
+			q.known = false
+			continue
+		}
+		// Within a window the server's count only grows, so an answer to a
+		// request sent before the answer we last learned from may be
+		// stale: apply keeps the least remaining. An answer to a request
+		// sent after it is fresher (a window may have ended, a bucket
+		// refilled): believe it. Every request still on the wire may be
+		// missing from the count, so avail subtracts their claims; one that
+		// was counted comes back and gives its claim back.
+		sent := tk.at
+		if sent.IsZero() {
+			sent = g.rf.resumed // let through by a quiet gate: after its first request
+		}
+		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, g.ver+1, sent, now)
+		if q.sliding() && tk.pause == g.pz.count {
+			// Sent since the last pause began: a success or a refusal
+			// moves the search for a sliding log's slack.
+			switch {
+			case a.status < 400:
+				q.slide(false)
+			case a.limited() || a.cls.Signal == headers.Overloaded:
+				q.slide(true)
+			}
+		}
+		learned = true
+		if s.Remaining == 0 && !q.refill {
+			// A window at zero: nothing before its reset. (A refilling
+			// quota at zero only waits for what refills: readyAt.)
+			until = maxTime(until, q.reset)
+		}
+	}
+	if learned {
+		g.ver++
+		if a.status < 400 && g.rl != nil && !g.rl.beside {
+			// The server has started to advertise its quotas: they
+			// pace the partition now.
+			g.rl.pace = aimd{}
+		}
+	}
+	if !until.IsZero() {
+		g.extendPause(until)
+		return g.pz.until
+	}
+	if learned && a.status < 400 && g.pz.on {
+		g.shorten(now)
+	}
+	return time.Time{}
+}
+
+// shorten brings a pause that quotas at zero began forward to the latest
+// of their resets, once later answers have tightened those (the answer
+// to the request that opened a window, come back after the one that
+// emptied it, tells when the window opened: span), unless a refusal
+// asked for the pause too. g.mu must be held.
+func (g *gate) shorten(now time.Time) {
+	if !g.pz.on || g.pz.asked || !g.pz.until.After(now) {
+		return
+	}
+	var z time.Time
+	for i := range g.quotas[:g.nq] {
+		if q := &g.quotas[i]; q.known && !q.refill && !q.concurrent() && q.rmin <= 0 {
+			z = maxTime(z, q.reset)
+		}
+	}
+	if !z.IsZero() && z.Before(g.pz.until) {
+		g.pz.until = z
+	}
+}
+
+// within is t, or the horizon now+maxPause if t lies beyond it: no reset
+// is trusted further ahead. Whole seconds are compared first: adding to a
+// time read from the clock, and comparing it with one parsed from a
+// header, cost more than most resets, well within, need.
+func (g *gate) within(t, now time.Time) time.Time {
+	if t.Unix() < now.Unix()+int64(g.maxPause/time.Second)-1 {
+		return t
+	}
+	return minTime(t, now.Add(g.maxPause))
+}
