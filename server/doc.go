@@ -41,6 +41,11 @@
 // are the binding limit's (headers.Binding): the one that refused, else the
 // one with the least left. violated-policies names the limits that refused.
 // What each algorithm advertises is tabled in advertise.go and the README.
+// A repository's limiter that is a [limiters.Chain] is advertised the same
+// way, member by member (named after their algorithms, "gcra" and
+// "fixed_window"), when the repository reports its members
+// ([repository.Memory], redisrepo; the first request tells whether its
+// limiters are chains): a chain's one Decision mixes them.
 //
 // A request asking for more than a limit ever admits at once (a cost above
 // a cost cap, a weight above a burst) is refused for good: 429 with

@@ -46,6 +46,7 @@ type RateLimiter struct {
 	policy      *Policy
 	holds       bool // whether repo's permits stay taken until Release
 	problemType func(Event) string
+	chains      chains // whether repo's limiters are chains, advertised member by member (chain.go)
 }
 
 // nearLimit is the "near limit" signal: a threshold in per-mille (integer
@@ -314,19 +315,35 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 		return
 	}
 	h := w.Header()
+	var mbuf [maxMembers]limiters.Member
+	ms, chained := []limiters.Member(nil), false
+	if !held && rl.style&headers.Both != 0 {
+		ms, chained = rl.members(r.Context(), key, n, mbuf[:0])
+	}
 	if !d.Allowed {
 		ev := Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r, Final: d.Limit > 0 && n > d.Limit}
-		headers.WriteLimits(h, []headers.Limit{{Name: "default", Quota: int64(max(d.Limit, 0)),
+		var lbuf [maxMembers]headers.Limit
+		ls := append(lbuf[:0], headers.Limit{Name: "default", Quota: int64(max(d.Limit, 0)),
 			Remaining: int64(max(d.Remaining, 0)), Reset: d.RetryAfter,
-			Refused: true, RetryAfter: d.RetryAfter, Final: ev.Final}}, rl.style)
+			Refused: true, RetryAfter: d.RetryAfter, Final: ev.Final})
+		if chained {
+			ls = memberLimits(ms, n, true, lbuf[:0])
+		}
+		headers.WriteLimits(h, ls, rl.style)
 		rl.emit(ev)
 		rl.reject(w, ev, ProblemTypeQuotaExceeded, exceedsDetail(n, d.Limit, ""))
 		return
 	}
-	if !held {
+	switch {
+	case chained:
+		var lbuf [maxMembers]headers.Limit
+		headers.WriteLimits(h, memberLimits(ms, n, false, lbuf[:0]), rl.style)
+	case !held:
 		d = rl.advertise(r.Context(), key, d)
+		headers.Write(h, d, rl.style)
+	default:
+		headers.Write(h, d, rl.style)
 	}
-	headers.Write(h, d, rl.style)
 	if rl.observe != nil {
 		kind := EventAllowed
 		if held {

@@ -411,3 +411,53 @@ func TestNilIsRefusedAtConstruction(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	assert.Equal(t, http.StatusOK, rec.Code)
 }
+
+// TestChainAdvertisedLimitByLimit: a repository whose limiter is a Chain
+// (a token bucket's burst under a per-second window) advertises each of
+// its limits on its own — one IETF item each, the legacy fields from the
+// one that binds — and a refusal names the limit that refused. Its one
+// Decision mixed them: the bucket's refilling count under the window's
+// reset, read by a client as a bucket that refills, which sent into the
+// spent window (8 refusals in 100 requests at one phase, issue 18).
+func TestChainAdvertisedLimitByLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) // at a second's start
+		repo := repository.NewMemory(func(string) limiters.Limiter {
+			return limiters.Chain(limiters.NewGCRA(limiters.Rate{N: 20, Per: time.Second}, 10), limiters.NewFixedWindow(10, time.Second))
+		})
+		defer repo.Close()
+		rl := server.New(repo, server.WithKey(keyextract.Global()), server.WithHeaders(headers.Both))
+		h := rl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		get := func() *httptest.ResponseRecorder {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+			return w
+		}
+		first := get()
+		require.Equal(t, http.StatusOK, first.Code)
+		assert.Equal(t, `"gcra";q=10, "fixed_window";q=10`, first.Header().Get("RateLimit-Policy"))
+		assert.Equal(t, `"gcra";r=9;t=1, "fixed_window";r=9;t=1`, first.Header().Get("RateLimit"))
+		for range 8 {
+			require.Equal(t, http.StatusOK, get().Code)
+		}
+		last := get()
+		require.Equal(t, http.StatusOK, last.Code)
+		assert.Equal(t, "0", last.Header().Get("X-RateLimit-Remaining"))
+
+		// Half a second on: the bucket has 10 again, the window none.
+		time.Sleep(500 * time.Millisecond)
+		denied := get()
+		require.Equal(t, http.StatusTooManyRequests, denied.Code)
+		assert.Equal(t, `"gcra";r=10, "fixed_window";r=0;t=1`, denied.Header().Get("RateLimit"), "a full bucket says no t")
+		assert.Equal(t, "1", denied.Header().Get("Retry-After"), "the window's")
+		assert.Equal(t, "500", denied.Header().Get("Retry-After-Ms"))
+		assert.Equal(t, "0", denied.Header().Get("X-RateLimit-Remaining"), "the legacy fields are the window's, which refused")
+
+		// A single limiter is advertised as before.
+		single := repository.NewMemory(func(string) limiters.Limiter { return limiters.NewFixedWindow(10, time.Second) })
+		defer single.Close()
+		w := httptest.NewRecorder()
+		server.New(single, server.WithKey(keyextract.Global())).Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		assert.Equal(t, `"default";q=10`, w.Header().Get("RateLimit-Policy"))
+	})
+}
