@@ -56,7 +56,6 @@ var modelMisses = map[string]modelMiss{
 	"e/haproxy stick table/transport/10 per 5s/10 goroutines/phase 0s/latency 20ms±10ms":                                           {refused: 22, ratio: 1.644},
 	"e/haproxy stick table/transport/5 per 2s/10 goroutines/phase 0s/latency 20ms±10ms":                                            {refused: 13, ratio: 1.270},
 	"e/haproxy stick table/transport/50 per 1s/10 goroutines/phase 0s/latency 20ms±10ms":                                           {refused: 10, ratio: 1.268},
-	"f/own chain gcra+fixed_window/transport/10 per 1s/10 goroutines/phase 950ms/latency 20ms±10ms":                                {refused: 8, ratio: 1.009},
 	"f/own chain gcra+fixed_window/transport/10 per 1s/50 goroutines/phase 0s/latency 20ms±10ms":                                   {refused: 40, ratio: 1.007},
 	"f/own chain gcra+fixed_window/transport/50 per 1s/10 goroutines/phase 0s/latency 20ms±10ms":                                   {refused: 0, ratio: 1.242},
 	"f/own fixed_window/transport/10 per 1s/50 goroutines/phase 0s/latency 20ms±10ms":                                              {refused: 40, ratio: 1.007},
