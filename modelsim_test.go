@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"go/format"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -472,7 +473,11 @@ func writeMisses(t *testing.T) {
 		fmt.Fprintf(&sb, "\t%q: {refused: %d, ratio: %.3f},\n", k, m.refused, m.ratio)
 	}
 	sb.WriteString("}\n")
-	if err := os.WriteFile("modelsim_misses_test.go", []byte(sb.String()), 0o644); err != nil {
+	src, err := format.Source([]byte(sb.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("modelsim_misses_test.go", src, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
