@@ -283,11 +283,12 @@ func (a *aimd) dwellRuns() int {
 
 // succeeded applies a fresh success at now, of a request sent at sent: a
 // run of them, sent since the interval last changed by more than the
-// creep, proves the interval safe, and moves the pace on: doubling in slow start, halfway up to
-// tight while searching, a creep of aimdGain after. (Counted from
-// requests sent before the change, a run would prove nothing: slow start
-// doubled at every second answer of a queue sent at the old pace, down
-// to no pace at all, and a queue of 50 was let through at once.)
+// creep, proves the interval safe, and moves the pace on: doubling in
+// slow start, halfway up to tight while searching, a creep of aimdGain
+// after. (Counted from requests sent before the change, a run would
+// prove nothing: slow start doubled at every second answer of a queue
+// sent at the old pace, down to no pace at all, and a queue of 50 was
+// let through at once.)
 func (a *aimd) succeeded(now, sent time.Time) {
 	if !a.bare || sent.Before(a.since) {
 		return
