@@ -14,13 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// onWire is a base transport that answers after latency with headers
+// wireCounter is a base transport that answers after latency with headers
 // like GitHub's (resource names the bucket; "" sends none, as a server
 // with the same quota fields but not GitHub's), and counts the requests
 // on the wire: most is the most at once among those sent after the
 // first answer came back (the first wave goes before the Transport can
 // know whose the server is).
-type onWire struct {
+type wireCounter struct {
 	latency  time.Duration
 	resource string
 	fail     func(n int64) bool // the n-th request (from 1) fails on the wire
@@ -32,7 +32,7 @@ type onWire struct {
 	most     int
 }
 
-func (o *onWire) RoundTrip(req *http.Request) (*http.Response, error) {
+func (o *wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	n := o.sent.Add(1)
 	o.mu.Lock()
 	o.now++
@@ -59,7 +59,7 @@ func (o *onWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Header: h, Body: http.NoBody, Request: req}, nil
 }
 
-func (o *onWire) mostAfterFirst() int {
+func (o *wireCounter) mostAfterFirst() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.most
@@ -79,7 +79,7 @@ func TestGitHubKeepsTenOnTheWire(t *testing.T) {
 	} {
 		t.Run("resource="+tc.resource, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &onWire{latency: 50 * time.Millisecond, resource: tc.resource}
+				base := &wireCounter{latency: 50 * time.Millisecond, resource: tc.resource}
 				tr := NewTransport(base)
 				defer tr.Close()
 				start := time.Now()
@@ -107,7 +107,7 @@ func TestGitHubBoundFreedByOwnGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// The first request of the wave is answered; the other 19, sent
 		// with it before any answer, fail.
-		base := &onWire{latency: 50 * time.Millisecond, resource: "core", fail: func(n int64) bool { return n > 1 && n <= 20 }}
+		base := &wireCounter{latency: 50 * time.Millisecond, resource: "core", fail: func(n int64) bool { return n > 1 && n <= 20 }}
 		tr := NewTransport(base)
 		defer tr.Close()
 		client := &http.Client{Transport: tr}

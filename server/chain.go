@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/limiters"
@@ -24,10 +23,9 @@ type keyMembers interface {
 	Members(key string, n int, into []limiters.Member) ([]limiters.Member, error)
 }
 
-// chains is what a RateLimiter knows of its repository's limiters: not
-// looked at yet, a chain (advertised member by member), or single.
-type chains struct{ state atomic.Int32 }
-
+// What a RateLimiter knows of its repository's limiters (its chains
+// field): not looked at yet, chains (advertised member by member), or
+// single.
 const (
 	chainsUnknown int32 = iota
 	chainsYes
@@ -45,7 +43,7 @@ const maxMembers = 4
 // all: a factory makes one kind for every key, and a single limiter's
 // own Decision says all there is.
 func (rl *RateLimiter) members(ctx context.Context, key string, n int, into []limiters.Member) (ms []limiters.Member, ok bool) {
-	if rl.chains.state.Load() == chainsNo {
+	if rl.chains.Load() == chainsNo {
 		return into, false
 	}
 	var err error
@@ -55,17 +53,17 @@ func (rl *RateLimiter) members(ctx context.Context, key string, n int, into []li
 	case memberReporter:
 		ms, err = r.Members(ctx, key, n, into)
 	default:
-		rl.chains.state.Store(chainsNo)
+		rl.chains.Store(chainsNo)
 		return into, false
 	}
 	if err != nil {
 		return into, false
 	}
 	if len(ms) < 2 || len(ms) > maxMembers {
-		rl.chains.state.CompareAndSwap(chainsUnknown, chainsNo)
+		rl.chains.CompareAndSwap(chainsUnknown, chainsNo)
 		return into, false
 	}
-	rl.chains.state.CompareAndSwap(chainsUnknown, chainsYes)
+	rl.chains.CompareAndSwap(chainsUnknown, chainsYes)
 	return ms, true
 }
 

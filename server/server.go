@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/throttlekit/throttle/headers"
 	"github.com/throttlekit/throttle/keyextract"
@@ -46,7 +47,7 @@ type RateLimiter struct {
 	policy      *Policy
 	holds       bool // whether repo's permits stay taken until Release
 	problemType func(Event) string
-	chains      chains // whether repo's limiters are chains, advertised member by member (chain.go)
+	chains      atomic.Int32 // chainsUnknown, chainsYes or chainsNo: whether repo's limiters are chains, advertised member by member (chain.go)
 }
 
 // nearLimit is the "near limit" signal: a threshold in per-mille (integer
@@ -316,32 +317,33 @@ func (rl *RateLimiter) serve(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	h := w.Header()
 	var mbuf [maxMembers]limiters.Member
-	ms, chained := []limiters.Member(nil), false
+	var ms []limiters.Member
+	chained := false
 	if !held && rl.style&headers.Both != 0 {
 		ms, chained = rl.members(r.Context(), key, n, mbuf[:0])
 	}
+	var lbuf [maxMembers]headers.Limit
 	if !d.Allowed {
 		ev := Event{Kind: EventRejected, Key: key, Cost: n, Decision: d, Request: r, Final: d.Limit > 0 && n > d.Limit}
-		var lbuf [maxMembers]headers.Limit
-		ls := append(lbuf[:0], headers.Limit{Name: "default", Quota: int64(max(d.Limit, 0)),
-			Remaining: int64(max(d.Remaining, 0)), Reset: d.RetryAfter,
-			Refused: true, RetryAfter: d.RetryAfter, Final: ev.Final})
+		ls := lbuf[:0]
 		if chained {
-			ls = memberLimits(ms, n, true, lbuf[:0])
+			ls = memberLimits(ms, n, true, ls)
+		} else {
+			ls = append(ls, headers.Limit{Name: "default", Quota: int64(max(d.Limit, 0)),
+				Remaining: int64(max(d.Remaining, 0)), Reset: d.RetryAfter,
+				Refused: true, RetryAfter: d.RetryAfter, Final: ev.Final})
 		}
 		headers.WriteLimits(h, ls, rl.style)
 		rl.emit(ev)
 		rl.reject(w, ev, ProblemTypeQuotaExceeded, exceedsDetail(n, d.Limit, ""))
 		return
 	}
-	switch {
-	case chained:
-		var lbuf [maxMembers]headers.Limit
+	if chained {
 		headers.WriteLimits(h, memberLimits(ms, n, false, lbuf[:0]), rl.style)
-	case !held:
-		d = rl.advertise(r.Context(), key, d)
-		headers.Write(h, d, rl.style)
-	default:
+	} else {
+		if !held {
+			d = rl.advertise(r.Context(), key, d)
+		}
 		headers.Write(h, d, rl.style)
 	}
 	if rl.observe != nil {
