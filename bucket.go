@@ -201,7 +201,8 @@ func (g *gate) bucket(name string, r route) *gate {
 		if g.buckets == nil {
 			g.wire.Store(int64(g.inflight)) // storeWire's from now on
 		}
-		b = &gate{key: g.key + "#" + name, maxPause: g.maxPause, emit: g.emit, closed: g.closed, parent: g, buckets: g.buckets}
+		b = &gate{key: g.key + "#" + name, maxPause: g.maxPause, emit: g.emit,
+			dispatcher: dispatcher{closed: g.closed}, family: family{parent: g, buckets: g.buckets}}
 		if g.is(capped) {
 			b.mark(capped)
 		}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/throttlekit/throttle/feedbackstore"
@@ -72,6 +73,14 @@ type FeedbackStore interface {
 func WithFeedbackStore(s FeedbackStore) Option {
 	mustNotBeNil(s, "WithFeedbackStore", "store")
 	return func(t *Transport) { t.store = s }
+}
+
+// sharing is a Transport's FeedbackStore and its name there.
+type sharing struct {
+	store     FeedbackStore // WithFeedbackStore's, or nil
+	id        string        // this Transport's name in the store
+	unsub     func()
+	storeDown atomic.Bool // the last call to the store failed
 }
 
 // probeLease is how long a Transport elected to probe holds the election:
@@ -204,13 +213,13 @@ func (g *gate) hold(until time.Time, elsewhere bool) {
 		g.mu.Unlock()
 		return
 	}
-	if g.elsewhere && !elsewhere && g.pz.on {
+	if g.pz.elsewhere && !elsewhere && g.pz.on {
 		g.pz.until = until
 	} else if !until.After(g.pz.until) {
 		g.mu.Unlock()
 		return
 	}
-	g.elsewhere = elsewhere
+	g.pz.elsewhere = elsewhere
 	g.pauseUntil(until)
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
@@ -240,7 +249,7 @@ func (g *gate) resumeShared() {
 		g.mu.Unlock()
 		return
 	}
-	g.pz.until, g.pz.probe, g.elsewhere = now, false, false
+	g.pz.until, g.pz.probe, g.pz.elsewhere = now, false, false
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
 	g.report(resumed)

@@ -10,49 +10,62 @@ import (
 	"github.com/throttlekit/throttle/limiters"
 )
 
-// gate is one partition's model of what the server said — its quotas
-// (quota.go), a pause until a reset, the probe that follows every pause,
-// the pace learned from bare refusals (aimd.go), and when this server's
-// whole-second resets really come (resetFor) — and the wait queue, with
-// priority lanes, of the requests it holds back. Requests pass the gate
-// before they take a permit from the partition's limiter.
+// gate is one partition's gate: the dispatcher of the wait queue, with
+// priority lanes, of the requests it holds back (dispatch), and its
+// model of the server (model), fed what each answer says with when its
+// request left and when it came back. Requests pass the gate before they
+// take a permit from the partition's limiter.
+//
+// A partition's own gate holds the gates of the buckets its host's
+// answers named (family), each a gate of its own.
 type gate struct {
 	key      string
 	maxPause time.Duration // the longest one answer may pause the partition
 	emit     func(Event)   // the Transport's observer, or nil
 
-	mu    sync.Mutex
-	q     *waitq.Queue // made with the first waiter (queue); nil answers as empty
-	timer *time.Timer
+	dispatcher
+	family
+	model
 
-	// A partition's own gate holds the gates of the buckets its host's
-	// answers named, in a list (bucketGates), and the routes learned for
-	// each (bucket.go). A bucket's gate is named by its key: its
-	// partition's, "#", its name (named).
-	buckets   *gate                      // a partition's gate: its first bucket's; a bucket's: the next bucket's
-	routes    atomic.Pointer[routeTable] // replaced, never changed: read without g.mu
-	parent    *gate                      // a bucket's partition gate, or nil
-	wire      atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
-	flags     atomic.Uint32              // gateFlag bits: heard, shared, capped
-	closed    bool
-	elsewhere bool                  // the pause waits for another Transport's probe (feedback.go)
-	nq        uint8                 // len(quotas), at most maxQuotas
-	wave      int32                 // requests of the first wave (sent before any answer) not answered yet (waveOut)
-	held      atomic.Pointer[Event] // a pause advance prolonged, for report to tell the observer
+	flags atomic.Uint32         // gateFlag bits: heard, shared, capped
+	held  atomic.Pointer[Event] // a pause advance prolonged, for report to tell the observer
+}
 
-	// What the server said, each a model of its own, fed what the
-	// answers say: the quotas it reports (quota.go), the pause a refusal
-	// or an empty quota asks for (pause), the pace its refusals teach
-	// when it advertises no quota that explains them (refusals, aimd.go),
-	// and where in their second its whole-second resets fall (whole.go).
-	quotas   []quota // made with the first; a slot keeps its name for good
-	ver      int64   // answers with quotas applied so far
-	pz       pause
-	rf       cycle     // what refusals are measured against: every gate counts
-	rl       *refusals // what refusals taught: nil until one does (refusals)
-	ws       wholeSecond
+// dispatcher is a gate's dispatcher: the queue of requests it holds back,
+// the timer that wakes them, and the requests it let through.
+type dispatcher struct {
+	mu       sync.Mutex   // guards the gate, but for what is atomic
+	q        *waitq.Queue // made with the first waiter (queue); nil answers as empty
+	timer    *time.Timer
 	nextSend time.Time // pacing: the next request waits until then
 	inflight int       // admitted, not yet answered
+	wave     int32     // requests of the first wave (sent before any answer) not answered yet (waveOut)
+	closed   bool
+}
+
+// family is how a gate stands among its partition's: a partition's own
+// gate holds the gates of the buckets its host's answers named, in a list
+// (bucketGates), and the routes learned for each (bucket.go). A bucket's
+// gate is named by its key: its partition's, "#", its name (named).
+type family struct {
+	buckets *gate                      // a partition's gate: its first bucket's; a bucket's: the next bucket's
+	routes  atomic.Pointer[routeTable] // replaced, never changed: read without g.mu
+	parent  *gate                      // a bucket's partition gate, or nil
+	wire    atomic.Int64               // inflight of a partition's own gate, for its buckets to read without g.mu
+}
+
+// model is what the server said, each part a model of its own, fed what
+// the answers say: the quotas it reports (quota.go), the pause a refusal
+// or an empty quota asks for (pause), the pace its refusals teach when it
+// advertises no quota that explains them (refusals, aimd.go), and where in
+// their second its whole-second resets fall (whole.go).
+type model struct {
+	quotas []quota // made with the first, at most maxQuotas; a slot keeps its name for good
+	ver    int64   // answers with quotas applied so far
+	pz     pause
+	rf     cycle     // what refusals are measured against: every gate counts
+	rl     *refusals // what refusals taught: nil until one does (refusals)
+	ws     wholeSecond
 }
 
 // gateFlag is a bit of gate.flags: what is read without g.mu.
@@ -70,13 +83,16 @@ func (g *gate) mark(f gateFlag)    { g.flags.Or(uint32(f)) }
 // pause is the partition's pause: until when no request starts, and the
 // probe that goes alone once it ends.
 type pause struct {
-	until   time.Time     // no request starts before this
-	asked   bool          // a refusal (or another Transport) asked for this pause: it is never shortened
-	on      bool          // a pause is in force (for the Resumed event)
-	probe   bool          // the next request probes alone
-	probing bool          // the probe is on the wire: hold the rest
-	count   int64         // pauses begun so far
-	backoff time.Duration // the pause a bare refusal begins, doubling with each refused probe
+	until   time.Time // no request starts before this
+	asked   bool      // a refusal (or another Transport) asked for this pause: it is never shortened
+	on      bool      // a pause is in force (for the Resumed event)
+	probe   bool      // the next request probes alone
+	probing bool      // the probe is on the wire: hold the rest
+	// elsewhere: the pause waits for another Transport's probe
+	// (feedback.go).
+	elsewhere bool
+	count     int64         // pauses begun so far
+	backoff   time.Duration // the pause a bare refusal begins, doubling with each refused probe
 }
 
 // cycle is what a partition's refusals are measured against, counted by
@@ -234,7 +250,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 		g.rf.resumed, g.rf.ok = now, 0
 		resumed = true
 	}
-	for i := range g.quotas[:g.nq] {
+	for i := range g.quotas {
 		if q := &g.quotas[i]; q.stale(now) {
 			q.known, g.pz.probe = false, true
 		}
@@ -268,7 +284,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 		}
 	}
 	wire := g.onWire()
-	for i := range g.quotas[:g.nq] {
+	for i := range g.quotas {
 		q := &g.quotas[i]
 		if !q.known {
 			ch[i] = 0
@@ -324,7 +340,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		g.pz.probe, g.pz.probing = false, true
 	}
 	next, wire := g.nextSend, g.onWire()
-	for i := range g.quotas[:g.nq] {
+	for i := range g.quotas {
 		if ch[i] == 0 {
 			continue
 		}
@@ -511,7 +527,7 @@ func (g *gate) due(now time.Time, p int) time.Time {
 		at = g.nextSend
 	}
 	exhausted := false
-	for i := range g.quotas[:g.nq] {
+	for i := range g.quotas {
 		q := &g.quotas[i]
 		if q.known && !q.refill && q.avail(now, g.onWire()) <= 0 {
 			exhausted = true
@@ -527,7 +543,7 @@ func (g *gate) due(now time.Time, p int) time.Time {
 			return time.Time{}
 		}
 		step := g.paceStep()
-		for i := range g.quotas[:g.nq] {
+		for i := range g.quotas {
 			q := &g.quotas[i]
 			if a := q.avail(now, g.onWire()); q.known && !q.refill && !q.guessed && a > 0 && low(a, q.limit) {
 				step = max(step, q.reset.Sub(now)/time.Duration(a+1))
@@ -613,7 +629,7 @@ func (g *gate) settle(tk *ticket) {
 		g.wave--
 	}
 	g.storeWire()
-	for i := range g.quotas[:g.nq] {
+	for i := range g.quotas {
 		g.quotas[i].unclaim(tk.charge[i])
 	}
 	if tk.probe {
@@ -623,7 +639,7 @@ func (g *gate) settle(tk *ticket) {
 
 // hasQuotas reports whether the gate follows any quota. g.mu must be held.
 func (g *gate) hasQuotas() bool {
-	for i := range g.quotas[:g.nq] {
+	for i := range g.quotas {
 		if g.quotas[i].known {
 			return true
 		}
@@ -634,17 +650,16 @@ func (g *gate) hasQuotas() bool {
 // slot returns the quota named name, taking a free slot for a new one, or
 // nil when every slot is taken. g.mu must be held.
 func (g *gate) slot(name string) *quota {
-	for i := range g.quotas[:g.nq] {
+	for i := range g.quotas {
 		if g.quotas[i].name == name {
 			return &g.quotas[i]
 		}
 	}
-	if g.nq == maxQuotas {
+	if len(g.quotas) == maxQuotas {
 		return nil
 	}
 	g.quotas = append(g.quotas, quota{name: name, limit: -1}) // most servers report one or two
-	g.nq++
-	return &g.quotas[g.nq-1]
+	return &g.quotas[len(g.quotas)-1]
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -675,7 +690,7 @@ func (g *gate) neutral(now time.Time) bool {
 	if g.q.Len() > 0 || g.inflight > 0 || g.pz.probing || g.pz.until.After(now) || g.paceStep() > 0 || g.ws.phase > 0 {
 		return false
 	}
-	for i := range g.quotas[:g.nq] {
+	for i := range g.quotas {
 		if q := &g.quotas[i]; q.known && (q.refill || q.concurrent() || now.Before(q.reset)) {
 			return false
 		}

@@ -369,7 +369,7 @@ func (g *gate) tighten(a *answer, until time.Time) {
 		if s.Remaining != 0 {
 			continue
 		}
-		for j := range g.quotas[:g.nq] {
+		for j := range g.quotas {
 			q := &g.quotas[j]
 			if q.name == s.Name && q.known && !q.refill && q.reset.After(until) && q.reset.Sub(until) <= time.Second+resetSlack {
 				q.reset = until
@@ -405,7 +405,7 @@ func twins(qs []headers.Quota, now time.Time) {
 // quotas had room — a limit it keeps to itself (GitHub's secondary
 // limits). g.mu must be held.
 func (g *gate) unexplained() bool {
-	for i := range g.quotas[:g.nq] {
+	for i := range g.quotas {
 		if q := &g.quotas[i]; q.known && !q.concurrent() && q.rmin <= 0 {
 			return false // a quota at zero explains it
 		}
@@ -518,7 +518,7 @@ func (g *gate) shorten(now time.Time) {
 		return
 	}
 	var z time.Time
-	for i := range g.quotas[:g.nq] {
+	for i := range g.quotas {
 		if q := &g.quotas[i]; q.known && !q.refill && !q.concurrent() && q.rmin <= 0 {
 			z = maxTime(z, q.reset)
 		}

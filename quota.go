@@ -11,18 +11,33 @@ import (
 // one to four. Quotas past it are ignored.
 const maxQuotas = 8
 
-// quota is what the server said of one of a partition's quotas, and what
-// the requests on the wire have claimed of it since. Its methods named like
-// queries change nothing; apply, claim and unclaim do.
+// quota is one of a partition's quotas: what the server said of it (its
+// word: the tightest bounds its answers allow), what kind of quota its
+// answers show it to be (its shape: a fixed window, a bucket that
+// refills, a sliding window or log), how long its windows last from their
+// first request (span), and what the requests on the wire have claimed of
+// it since. Its methods named like queries change nothing; apply, claim
+// and unclaim do.
 //
 // A gate keeps one for every quota its server reports, and a Transport a
 // gate or two for every host it calls: the fields are laid out so that
-// the flags share one word, and the times that need no time.Time of their
+// the flags share words, and the times that need no time.Time of their
 // own are kept as nanoseconds (said, span).
 type quota struct {
 	name  string
 	limit int64 // -1: the server did not say
+	word
+	shape
+	span span // how long a window lasts from its first request
 
+	claimed int64 // units claimed by requests on the wire
+	avg     int64 // the average declared cost of recent requests; 0: none yet
+}
+
+// word is what the server's answers said of a quota, as the tightest
+// bounds they allow: what remains (the least said, as of at), when the
+// window ends or a refilling quota is full, and how it wrote that.
+type word struct {
 	rmin  int64     // the least the server said remains, as of at
 	ver   int64     // the gate's answer count when rmin was set
 	at    time.Time // when rmin was said
@@ -31,36 +46,38 @@ type quota struct {
 	// full: when a refilling quota is full (see refill); until a quota
 	// is found to refill, when bucket's sample answer said it would be.
 	full time.Time
+	said wallTime // the reset the server last wrote, as it wrote it
 
-	span span // how long a window lasts from its first request
+	known   bool  // rmin, at, reset and full hold the server's word
+	guessed bool  // reset is our guess (the server's had passed): no pacing
+	fine    bool  // the server wrote a reset finer than the second
+	heard   uint8 // answers applied, up to 255 (only "more than one" is asked)
+	rises   bool  // more remained in a later answer of the same window: not spread (pace)
+}
 
-	claimed int64 // units claimed by requests on the wire
-	avg     int64 // the average declared cost of recent requests; 0: none yet
-
+// shape is what a quota's answers show it to be: what it counts (unit),
+// whether it refills continuously (a bucket, or a sliding window modelled
+// as one: refill), and for a sliding window, its length and how far under
+// its limit it is paced.
+type shape struct {
 	// Sliding-window detection: the window's length, and the units sent
 	// since the last reset passed.
 	window time.Duration
 	reach  time.Duration // sliding: the furthest ahead a reset of its was, when it said it (the window is at least that); else bucket's time a unit
 	after  int64
-	said   wallTime // the reset the server last wrote, as it wrote it
 	// slack: requests per window under its limit a sliding window is
 	// paced (pace), searched down from slidingMargin (slide).
 	slack      float32
 	slid       int16  // successes at this slack, up to slackRun
 	bucketUsed uint16 // the units spent the answer bucket samples said, up to 65535; 0: no sample
 
-	unit    unitKind // what headers.Quota.Unit says q counts
-	known   bool     // rmin, at, reset and full hold the server's word
-	guessed bool     // reset is our guess (the server's had passed): no pacing
-	fine    bool     // the server wrote a reset finer than the second
+	unit unitKind // what headers.Quota.Unit says q counts
 	// refill: the quota refills continuously (OpenAI's and Anthropic's
 	// buckets, a sliding window), so limit−rmin come back evenly from at to
 	// full, rather than all at reset.
 	refill  bool
-	heard   uint8 // answers applied, up to 255 (only "more than one" is asked)
-	log     bool  // its resets are no fixed window's ends: it counts exactly, as a sliding log does (slide)
-	settled bool  // a refusal ended the search for its slack (slide)
-	rises   bool  // more remained in a later answer of the same window: not spread (pace)
+	log     bool // its resets are no fixed window's ends: it counts exactly, as a sliding log does (slide)
+	settled bool // a refusal ended the search for its slack (slide)
 }
 
 // wallTime is a time a server wrote, in Unix nanoseconds; 0 is the zero

@@ -52,10 +52,7 @@ type Transport struct {
 	logger   *slog.Logger
 	holds    bool // the repository's permits stay taken until the body is done
 
-	store     FeedbackStore // WithFeedbackStore's, or nil (feedback.go)
-	id        string        // this Transport's name in the store
-	unsub     func()
-	storeDown atomic.Bool // the last call to the store failed
+	sharing // WithFeedbackStore's store, or none (feedback.go)
 
 	unknown unknownQuotas // the declared quota names already reported (cost.go)
 
