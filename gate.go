@@ -125,7 +125,36 @@ type refusals struct {
 	// waited. Here, not in every gate: only a partition whose first
 	// requests went together waits for them.
 	waveEnd time.Time
+	// rtt is the round trip of the answers since the first refusal, as
+	// TCP keeps it: its spread is the jitter the pace leaves room for
+	// (paceInterval).
+	rtt roundTrip
 }
+
+// roundTrip is a smoothed round trip and its mean deviation (RFC 6298).
+type roundTrip struct {
+	srtt, rttvar time.Duration
+}
+
+// sample applies a round trip r.
+func (t *roundTrip) sample(r time.Duration) {
+	if t.srtt == 0 {
+		t.srtt, t.rttvar = r, r/2
+		return
+	}
+	t.rttvar += ((t.srtt - r).Abs() - t.rttvar) / 4
+	t.srtt += (r - t.srtt) / 8
+}
+
+// jitter is how much later than the others a request may reach the
+// server: four mean deviations of the round trip (RFC 6298's margin), at
+// most jitterMax.
+func (t *roundTrip) jitter() time.Duration { return min(4*t.rttvar, jitterMax) }
+
+// jitterMax bounds the jitter the pace leaves room for: a round trip
+// also varies with the server's work (a server that holds a request
+// until its slot, a slow call), which the way there does not.
+const jitterMax = 20 * time.Millisecond
 
 // refusals returns what g's refusals taught, making it on first use.
 // Paths every request takes read the pace through paceStep instead, and
@@ -144,6 +173,22 @@ func (g *gate) paceStep() time.Duration {
 		return 0
 	}
 	return g.rl.pace.step
+}
+
+// paceInterval is how long after a request the pace holds the next: a
+// step of the pace, and room for the jitter of the way there. A window
+// that takes n requests a second is paced at n a second only if the
+// requests reach it as evenly as they left: one that arrives late and
+// the next early put n+1 in a second, and at the plateau (half a
+// percent under the rate) ±10 ms of jitter did, once in a run. So the
+// interval grows by the jitter's share of a second (a window's usual
+// length): one percent for 10 ms. g.mu must be held.
+func (g *gate) paceInterval() time.Duration {
+	step := g.paceStep()
+	if step == 0 {
+		return 0
+	}
+	return step + time.Duration(float64(step)*float64(g.rl.rtt.jitter())/float64(aimdSpan))
 }
 
 // gwaiter is a request waiting at the gate: its declared costs, and the
@@ -351,7 +396,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 			next = now.Add(d)
 		}
 	}
-	if step := g.paceStep(); step > 0 && now.Add(step).After(next) {
+	if step := g.paceInterval(); step > 0 && now.Add(step).After(next) {
 		next = now.Add(step)
 	}
 	g.nextSend = next

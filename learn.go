@@ -122,6 +122,9 @@ func (a *answer) limited() bool {
 // maxPause.
 func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 	g.rf.answered++
+	if g.rl != nil && !tk.at.IsZero() {
+		g.rl.rtt.sample(now.Sub(tk.at))
+	}
 	if a.cls.Signal.Final() {
 		return time.Time{}
 	}
@@ -341,6 +344,12 @@ func (g *gate) firstPace(span, d time.Duration) {
 		g.refusals().beside = true
 		g.refusals().measured = min(span/time.Duration(g.rf.ok), g.maxPause)
 		return
+	}
+	if d%time.Second == 0 {
+		// A wait told in whole seconds is rounded up (or a constant): the
+		// window ended up to a second before the wait did, and windows
+		// are whole seconds long.
+		span = max(span.Truncate(time.Second), time.Second)
 	}
 	g.startPace(span, d)
 }

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/http"
 	"testing"
 	"time"
@@ -569,4 +570,22 @@ func TestAIMDRunOutlastsTheBurst(t *testing.T) {
 		b.succeeded(late, late)
 	}
 	assert.Equal(t, step/2, b.step, "a slow pace: the usual run of two")
+}
+
+// TestRoundTripJitter: the round trip is kept as TCP keeps it (RFC 6298),
+// and its jitter, four mean deviations, is at most jitterMax.
+func TestRoundTripJitter(t *testing.T) {
+	var rt roundTrip
+	rt.sample(20 * time.Millisecond)
+	assert.Equal(t, 20*time.Millisecond, rt.srtt)
+	assert.Equal(t, jitterMax, rt.jitter(), "the first sample's deviation is half of it: 40 ms, capped")
+	for i := range 200 {
+		rt.sample(time.Duration(20+i%2*4) * time.Millisecond) // 20, 24, 20, 24...
+	}
+	assert.InDelta(t, float64(22*time.Millisecond), float64(rt.srtt), float64(time.Millisecond))
+	assert.InDelta(t, float64(8*time.Millisecond), float64(rt.jitter()), float64(time.Millisecond), "±2 ms: four deviations of 2 ms")
+	for range 200 {
+		rt.sample(time.Second + time.Duration(rand.IntN(400))*time.Millisecond) // a server's slow work
+	}
+	assert.Equal(t, jitterMax, rt.jitter())
 }

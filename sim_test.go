@@ -357,3 +357,49 @@ func TestManyGoroutinesAgainstABareWindow(t *testing.T) {
 	assert.LessOrEqual(t, r.counts.refused, 40)
 	assert.LessOrEqual(t, r.ratio(), 1.15)
 }
+
+// TestWholeSecondRetryAfterPace: a server that says nothing on its
+// successes and answers a refusal with a Retry-After in whole seconds
+// (HAProxy with `hdr Retry-After 1`, a sliding log): one goroutine sends
+// its first ten in a quarter of a second, and the eleventh is told "1".
+// The pace the first refusal teaches is what the server took over the
+// time from the first request to the wait's end, 1.25 s with a wait
+// rounded up; windows are whole seconds long, and a wait told in whole
+// seconds ended up to a second before it said, so the window is the
+// whole second in that span, not 1.25 s (a pace a fifth too slow, held
+// for the half minute its dwell lasts: 1.49× and 1.55× the ideal).
+func TestWholeSecondRetryAfterPace(t *testing.T) {
+	for _, name := range []string{"e/", "d/sliding log"} {
+		t.Run(name, func(t *testing.T) {
+			b := modelBehaviourOf(t, name)
+			r := runModel(t, b, modelRun{rate: 10, workers: 1, total: 250, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: http.MethodGet})
+			t.Logf("%d refused, %v (%.3f× the ideal %v)", r.counts.refused, r.elapsed, r.ratio(), r.ideal)
+			assert.True(t, r.finished)
+			assert.Zero(t, r.counts.inPause)
+			assert.LessOrEqual(t, r.counts.refused, 3)
+			assert.LessOrEqual(t, r.ratio(), 1.12)
+		})
+	}
+}
+
+// TestPaceLeavesRoomForJitter: ten goroutines against a fixed window of
+// ten a second that says nothing on its successes (koa-ratelimit with its
+// headers disabled), 10 ms of jitter on the way there. The pace the burst
+// teaches sits half a percent under the rate; a request that arrives late
+// opens a window the eleventh, early, still falls in: at the plateau, one
+// refusal a run, beyond the ten of the first burst's second wave. The
+// interval leaves room for the jitter the round trips show (one percent
+// here): the ten only.
+func TestPaceLeavesRoomForJitter(t *testing.T) {
+	for _, name := range []string{"i/koa-ratelimit memory, disableHeader", "c/nothing on 200s"} {
+		t.Run(name, func(t *testing.T) {
+			b := modelBehaviourOf(t, name)
+			r := runModel(t, b, modelRun{rate: 10, workers: 10, total: 250, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: http.MethodGet})
+			t.Logf("%d refused, %v (%.3f× the ideal %v)", r.counts.refused, r.elapsed, r.ratio(), r.ideal)
+			assert.True(t, r.finished)
+			assert.Zero(t, r.counts.inPause)
+			assert.LessOrEqual(t, r.counts.refused, 10)
+			assert.LessOrEqual(t, r.ratio(), 1.10)
+		})
+	}
+}
