@@ -159,11 +159,9 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 		switch {
 		case a.safe == 0:
 			// Refused before a run got through: the guess was too fast.
-			// Half of it, and, when a refusal costs no wait, a search
-			// back up to the pace refused (as below).
-			if a.penalty == 0 {
-				a.tight = a.step
-			}
+			// Half of it, and a search back up to the pace refused (as
+			// below).
+			a.tight = a.step
 			a.step = 2 * a.base
 		case a.twice:
 			a.step = a.safe
@@ -177,12 +175,13 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 		a.step = a.safe
 	case a.safe == 0:
 		// Nothing has got through since the last refusal but single
-		// requests: half the rate, as TCP does. When a refusal costs
-		// no wait (penalty), search back up towards the rate refused:
-		// a creep from half takes seventy runs to come back.
-		if a.penalty == 0 {
-			a.tight = a.step
-		}
+		// requests: half the rate, as TCP does, and a search back up
+		// towards the rate refused, whatever the refusal asked to wait
+		// (the wait sets the pause, never the pace): a creep from half
+		// takes seventy runs to come back, and a sliding counter's
+		// windows of 5 s with "Retry-After: 1" took 1.42× the ideal
+		// (10 per 5 s; 1.07× with the search).
+		a.tight = a.step
 		a.step *= 2
 	default:
 		a.safe, a.tight = 0, 0

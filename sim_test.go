@@ -403,3 +403,19 @@ func TestPaceLeavesRoomForJitter(t *testing.T) {
 		})
 	}
 }
+
+// TestHalvedPaceSearchedBack: a sliding counter of 10 per 5 s that
+// answers every refusal with "Retry-After: 1", whatever the wait. Its
+// first refusal's span (a second) says nothing of its five-second
+// window; the pace it starts at is refused, halved, and searched back up
+// towards the rate refused, as after a bare refusal: the wait a refusal
+// asks for sets the pause, never the pace. (Without the search, a creep
+// of a percent a run from half: 1.42× the ideal.)
+func TestHalvedPaceSearchedBack(t *testing.T) {
+	b := modelBehaviourOf(t, "d/sliding counter")
+	r := runModel(t, b, modelRun{rate: 10, window: 5 * time.Second, workers: 10, total: 250, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: http.MethodGet})
+	t.Logf("%d refused, %v (%.3f× the ideal %v)", r.counts.refused, r.elapsed, r.ratio(), r.ideal)
+	assert.True(t, r.finished)
+	assert.Zero(t, r.counts.inPause)
+	assert.LessOrEqual(t, r.ratio(), 1.15)
+}
