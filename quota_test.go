@@ -386,30 +386,34 @@ func TestRefills(t *testing.T) {
 // request, learnt from the request that opened each window. Every window
 // bounds it; once the bounds are within spanDoubt, the shortest whole
 // number of seconds they allow is the guess, and a request that finds
-// the window open after the guess raises the lower bound past it.
+// the window open after the guess raises the lower bound past it. Times
+// are counted as the server sees them: a request counted in the window
+// arrived at least the shortest round trip (40 ms here) after the
+// window's opener was answered, less the two ways, and the window ends
+// that much, less spanClock, before a length after that answer.
 func TestSpan(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	var p span
 	assert.Zero(t, p.guess(false), "nothing known")
 	p.learn(true, true, at(0), time.Time{}, at(40)) // opens a window: sent 0, answered 40
 	assert.Zero(t, p.guess(false), "no upper bound yet")
-	p.learn(false, false, at(500), time.Time{}, at(540)) // still open at 500: longer than 460
-	assert.Equal(t, 460*time.Millisecond, p.lo)
+	p.learn(false, false, at(500), time.Time{}, at(540)) // still open at 500: longer than 460, and the ways there and back
+	assert.Equal(t, 500*time.Millisecond, p.lo)
 	p.learn(true, true, at(2000), time.Time{}, at(2040)) // the next window: the first lasted at most 2040
 	assert.Equal(t, 2040*time.Millisecond, p.hi)
-	assert.Equal(t, time.Second, p.guess(false), "the shortest whole second in (460ms, 2040ms]")
-	assert.Equal(t, at(3040), p.end(false), "one length after the opener's answer")
+	assert.Equal(t, time.Second, p.guess(false), "the shortest whole second in (500ms, 2040ms]")
+	assert.Equal(t, at(3005), p.end(false), "one length after the opener's answer, less the shortest round trip but spanClock")
 
 	// A request that finds the window open past the guess: not one second.
 	p.learn(false, false, at(3100), time.Time{}, at(3140))
-	assert.Equal(t, 1060*time.Millisecond, p.lo)
+	assert.Equal(t, 1100*time.Millisecond, p.lo)
 	assert.Equal(t, 2*time.Second, p.guess(false))
 
 	// Bounds that cross (windows on the clock, not at a request) drop
 	// the upper bound: nothing is guessed until windows bound it again.
 	p.learn(true, true, at(3200), time.Time{}, at(3240)) // at most 1.24 s: still consistent
 	assert.Equal(t, 1240*time.Millisecond, p.hi)
-	p.learn(true, true, at(4000), time.Time{}, at(4040)) // at most 0.84 s, yet more than 1.06 s
+	p.learn(true, true, at(4000), time.Time{}, at(4040)) // at most 0.84 s, yet more than 1.1 s
 	assert.Zero(t, p.hi, "bounds that cross drop the upper bound")
 	assert.Zero(t, p.guess(false))
 }
@@ -421,7 +425,7 @@ func TestSpanFromAResetInWholeSeconds(t *testing.T) {
 	p.learn(true, true, t0.Add(300*time.Millisecond), t0.Add(2*time.Second), t0.Add(320*time.Millisecond))
 	assert.Equal(t, 1700*time.Millisecond, p.hi, "the window ends by the reset")
 	assert.Equal(t, time.Second, p.guess(false))
-	assert.Equal(t, t0.Add(1320*time.Millisecond), p.end(false))
+	assert.Equal(t, t0.Add(1305*time.Millisecond), p.end(false), "a length after the answer, less the round trip (20 ms) but spanClock")
 	// A window 1.0004 s long, written to the millisecond as 1.000: a
 	// guess that gains less than spanGain is not acted on (quota.apply).
 }
@@ -440,11 +444,12 @@ func TestSpanDoubtWithWholeSecondResets(t *testing.T) {
 	assert.Equal(t, 2980*time.Millisecond, p.hi)
 	assert.Zero(t, p.guess(false), "2.96 s of doubt: too much at the millisecond")
 	assert.Equal(t, time.Second, p.guess(true))
-	assert.Equal(t, at(1040), p.end(true))
+	assert.Equal(t, at(1025), p.end(true))
 	// The probe at the guess finds the window still spent.
-	p.learn(false, false, at(1050), time.Time{}, at(1070))
+	p.learn(false, false, at(1025), time.Time{}, at(1045))
+	assert.Equal(t, 1005*time.Millisecond, p.lo, "sent 985 ms after the opener's answer, and at least 20 ms of ways")
 	assert.Equal(t, 2*time.Second, p.guess(true))
-	assert.Equal(t, at(2040), p.end(true))
+	assert.Equal(t, at(2025), p.end(true))
 }
 
 // TestBucketFound: a quota whose time until full, told to the
@@ -588,4 +593,38 @@ func TestRoundTripJitter(t *testing.T) {
 		rt.sample(time.Second + time.Duration(rand.IntN(400))*time.Millisecond) // a server's slow work
 	}
 	assert.Equal(t, jitterMax, rt.jitter())
+}
+
+// TestSpanEndsAheadOfTheAnswers: 100 ms each way. A window that opened
+// when its first request arrived, 100 ms before its answer did, ends a
+// second later by the server's clock; a request sent a length after that
+// answer reaches the next window 200 ms late. Brought forward by the
+// shortest round trip (less spanClock), it reaches the next window 5 ms
+// after it opens.
+func TestSpanEndsAheadOfTheAnswers(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var p span
+	p.learn(true, true, at(0), time.Time{}, at(200))      // arrived at 100; its window ends at 1100
+	p.learn(false, false, at(900), time.Time{}, at(1100)) // arrived at 1000, counted: the window lasted 900 ms at least
+	p.learn(true, true, at(1300), time.Time{}, at(1500))  // arrived at 1400, in the next window
+	assert.Equal(t, 900*time.Millisecond, p.lo, "700 ms after the opener's answer, and the 200 ms of the two ways")
+	assert.Equal(t, time.Second, p.guess(false))
+	end := p.end(false)
+	assert.Equal(t, at(2305), end, "the window opened at 1400 by the server's clock ends at 2400; sent at 2305, a request arrives at 2405")
+}
+
+// TestQuotaDue: a window quota whose reset has passed is asked about
+// again at once when it has no room left, and, when it has room, only
+// once the way back its reset was brought forward by has passed too: the
+// requests sent meanwhile open the next window, and their answers say
+// what it holds.
+func TestQuotaDue(t *testing.T) {
+	q := quota{name: "requests", limit: 10}
+	q.known, q.rmin, q.reset = true, 4, t0
+	q.span.least = int32((200 * time.Millisecond) / time.Microsecond)
+	assert.True(t, q.stale(t0))
+	assert.False(t, q.due(t0, 1), "room for 3 more: the answers on their way will say")
+	assert.False(t, q.due(t0.Add(190*time.Millisecond), 1))
+	assert.True(t, q.due(t0.Add(195*time.Millisecond), 1), "the way back has passed (195 ms: the round trip less spanClock)")
+	assert.True(t, q.due(t0, 4), "no room: probe at once")
 }
