@@ -599,8 +599,9 @@ func TestRoundTripJitter(t *testing.T) {
 // when its first request arrived, 100 ms before its answer did, ends a
 // second later by the server's clock; a request sent a length after that
 // answer reaches the next window 200 ms late. Brought forward by the
-// shortest round trip (less spanClock), it reaches the next window 5 ms
-// after it opens.
+// shortest round trip (less a margin), it reaches the next window 25 ms
+// after it opens (at that distance the margin is an eighth of the round
+// trip, 25 ms).
 func TestSpanEndsAheadOfTheAnswers(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	var p span
@@ -610,7 +611,7 @@ func TestSpanEndsAheadOfTheAnswers(t *testing.T) {
 	assert.Equal(t, 900*time.Millisecond, p.lo, "700 ms after the opener's answer, and the 200 ms of the two ways")
 	assert.Equal(t, time.Second, p.guess(false))
 	end := p.end(false)
-	assert.Equal(t, at(2305), end, "the window opened at 1400 by the server's clock ends at 2400; sent at 2305, a request arrives at 2405")
+	assert.Equal(t, at(2325), end, "the window opened at 1400 by the server's clock ends at 2400; sent at 2325, a request arrives at 2425")
 }
 
 // TestQuotaDue: a window quota whose reset has passed is asked about
@@ -624,7 +625,7 @@ func TestQuotaDue(t *testing.T) {
 	q.span.least = int32((200 * time.Millisecond) / time.Microsecond)
 	assert.True(t, q.stale(t0))
 	assert.False(t, q.due(t0, 1), "room for 3 more: the answers on their way will say")
-	assert.False(t, q.due(t0.Add(190*time.Millisecond), 1))
-	assert.True(t, q.due(t0.Add(195*time.Millisecond), 1), "the way back has passed (195 ms: the round trip less spanClock)")
+	assert.False(t, q.due(t0.Add(170*time.Millisecond), 1))
+	assert.True(t, q.due(t0.Add(175*time.Millisecond), 1), "the way back has passed (175 ms: the round trip less an eighth)")
 	assert.True(t, q.due(t0, 4), "no room: probe at once")
 }
