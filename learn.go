@@ -481,7 +481,12 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		if sent.IsZero() {
 			sent = g.rf.resumed // let through by a quiet gate: after its first request
 		}
-		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, g.ver+1, sent, now)
+		// A round trip is timed from a request sent on the gate's
+		// clock after answers came back: a first wave's carries the
+		// setting up of its connections (and is sent at resumed only
+		// as far as the gate knows).
+		timed := !tk.at.IsZero() && tk.seen > 0
+		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, timed, g.ver+1, sent, now)
 		if q.sliding() && tk.pause == g.pz.count {
 			// Sent since the last pause began: a success or a refusal
 			// moves the search for a sliding log's slack.

@@ -426,7 +426,7 @@ var refillKeys = [...]string{
 // to a later request), at now; reset is the server's reset as resetFor read
 // it, guessed when it is our guess. It reports whether the quota is at
 // zero with a window reset to pause until.
-func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, guessed bool, ver int64, sent, now time.Time) {
+func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, guessed, timed bool, ver int64, sent, now time.Time) {
 	if q.heard < 255 {
 		q.heard++
 	}
@@ -522,7 +522,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 				}
 			}
 			q.refill, q.slack, q.slid, q.log, q.settled, q.reach, q.bucketUsed = true, slidingMargin, 0, false, false, 0, 0
-			q.apply(s, false, fresh, reset, guessed, ver, sent, now) // sets q.said
+			q.apply(s, false, fresh, reset, guessed, timed, ver, sent, now) // sets q.said
 			return
 		}
 		q.after = 0
@@ -532,6 +532,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	// we thought it would end (a refused probe finds the window it was
 	// sent too early for; a window longer than span guessed goes on
 	// counting down).
+	spent := q.rmin <= 0 // the window was spent before this answer: a request sent now was a probe
 	// (A reset told to the millisecond is the same within the jitter of
 	// the way back, sameEnd; one in whole seconds within its rounding.)
 	doubt := time.Second
@@ -570,7 +571,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// back together are learned in any order).
 		q.span.opened(sent, now)
 	}
-	q.span.learn(next, first, sent, said, now)
+	q.span.learn(next, first, !q.fine, spent, timed, sent, said, now)
 
 	if end := q.span.end(!q.fine); !end.IsZero() && !guessed && end.Add(spanGain).Before(reset) {
 		reset = end
@@ -608,8 +609,45 @@ type span struct {
 	openAt time.Time     // when the current window's first request was answered; zero if unknown
 	rtt    time.Duration // how long before openAt it was sent
 	lo, hi time.Duration // the length is more than lo and at most hi (hi 0: unknown)
-	least  int32         // the shortest round trip seen, in microseconds (four bytes the struct's padding had free); 0: none (end)
-	down   bool          // bounds crossed: resets are not read as rounded up
+	// least is the shortest round trip seen, in microseconds, of timed
+	// answers (timed, up to 255); distrust halves what end reads of it
+	// for each probe of a spent window, sent at the end it brought
+	// forward, that the old window still counted (ways). (Seven bytes
+	// the struct's padding had free.)
+	least    int32
+	timed    uint8
+	distrust uint8
+	down     bool // bounds crossed: resets are not read as rounded up
+}
+
+// spanTimed is how many answers must have been timed before least is
+// believed: the first are few, and a connection's first request carries
+// its setup (and a server's accept queue) in its round trip.
+const spanTimed = 8
+
+// ways is how long, at least, the way back of one request's answer and
+// the way there of another take together: the shortest round trip seen,
+// once spanTimed answers are timed, halved for each time it proved too
+// long (distrust); 0 before.
+//
+// The shortest round trip bounds the two ways only if what a server
+// does before it counts a request takes no time: a gateway that spends
+// 10 ms authenticating before its limiter, a millisecond away, would
+// have the next window's first request counted in the old one. Such a
+// request tells (learn), and the bound is halved.
+func (p *span) ways() time.Duration {
+	return p.shortest() >> min(p.distrust, 16)
+}
+
+// shortest is the shortest round trip seen, once spanTimed answers are
+// timed; 0 before. The length's lower bound counts it as the two ways
+// whatever distrust says: read too long, it makes the window longer than
+// it is, and the next probe later, never earlier.
+func (p *span) shortest() time.Duration {
+	if p.timed < spanTimed {
+		return 0
+	}
+	return time.Duration(p.least) * time.Microsecond
 }
 
 // since is how long before now the current window's first request was
@@ -624,8 +662,8 @@ func (p *span) since(now time.Time) time.Duration { return now.Sub(p.openAt) + p
 // timed): at 100 ms ± 50 ms each way, express's draft-8 fields drew a
 // refusal with no margin but spanClock.
 func (p *span) ahead() time.Duration {
-	least := time.Duration(p.least) * time.Microsecond
-	return max(least-max(spanClock, least/8), 0)
+	ways := p.ways()
+	return max(ways-max(spanClock, ways/8), 0)
 }
 
 // spanGain is how much earlier than the server's reset span's guess must
@@ -647,11 +685,12 @@ const spanDoubtWhole = 6 * time.Second
 // answered at now, that said the window ends by reset (zero: it did not
 // say in whole seconds): next says it found a new window, first that it
 // was the first request counted in it.
-func (p *span) learn(next, first bool, sent, reset, now time.Time) {
-	if !sent.IsZero() {
+func (p *span) learn(next, first, whole, spent, timed bool, sent, reset, now time.Time) {
+	if timed && !sent.IsZero() {
 		if r := int32(min(now.Sub(sent)/time.Microsecond, 1<<31-1)); r > 0 && (p.least == 0 || r < p.least) {
 			p.least = r
 		}
+		p.timed = min(p.timed, 254) + 1
 	}
 	switch {
 	case next:
@@ -665,8 +704,12 @@ func (p *span) learn(next, first bool, sent, reset, now time.Time) {
 	case !p.openAt.IsZero() && !sent.IsZero():
 		// Sent at sent and counted in the window, it arrived a way
 		// there after sent; the window opened a way back before openAt:
-		// the two ways are at least the shortest round trip (end).
-		p.lo = max(p.lo, sent.Sub(p.openAt)+time.Duration(p.least)*time.Microsecond)
+		// the two ways are at least ways (end). Sent after the end ways
+		// brought forward, yet counted: they were less (ways).
+		if w := p.guess(whole); spent && w > 0 && p.ahead() > 0 && !sent.Before(p.end(whole)) && sent.Before(p.openAt.Add(w)) {
+			p.distrust++
+		}
+		p.lo = max(p.lo, sent.Sub(p.openAt)+p.shortest())
 	}
 	if !reset.IsZero() && !p.openAt.IsZero() && !p.down {
 		p.bound(p.since(reset))

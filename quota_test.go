@@ -36,7 +36,7 @@ func TestQuotaCharge(t *testing.T) {
 // until its reset, and a request waits exactly until enough has refilled.
 func TestRefillingQuota(t *testing.T) {
 	var q quota
-	q.apply(&headers.Quota{Name: "tokens", Unit: "tokens", Limit: 6000, Remaining: 0}, true, true, t0.Add(time.Minute), false, 1, time.Time{}, t0)
+	q.apply(&headers.Quota{Name: "tokens", Unit: "tokens", Limit: 6000, Remaining: 0}, true, true, t0.Add(time.Minute), false, false, 1, time.Time{}, t0)
 	assert.EqualValues(t, 0, q.avail(t0, 0))
 	assert.EqualValues(t, 3000, q.avail(t0.Add(30*time.Second), 0))
 	assert.EqualValues(t, 6000, q.avail(t0.Add(2*time.Minute), 0), "never above the limit")
@@ -53,7 +53,7 @@ func TestRefillingQuota(t *testing.T) {
 // tenth evenly until then; a stale one (reset passed) is forgotten.
 func TestWindowQuota(t *testing.T) {
 	var q quota
-	q.apply(&headers.Quota{Name: "core", Limit: 100, Remaining: 5}, false, true, t0.Add(60*time.Second), false, 1, time.Time{}, t0)
+	q.apply(&headers.Quota{Name: "core", Limit: 100, Remaining: 5}, false, true, t0.Add(60*time.Second), false, false, 1, time.Time{}, t0)
 	assert.EqualValues(t, 5, q.avail(t0, 0))
 	assert.EqualValues(t, 2, q.avail(t0, 3), "requests on the wire count against a quota of requests")
 	assert.Equal(t, t0.Add(60*time.Second), q.readyAt(t0, 6, 0))
@@ -71,26 +71,26 @@ func TestWindowQuota(t *testing.T) {
 // after a whole-second reset) is not.
 func TestSlidingWindowDetected(t *testing.T) {
 	var q quota
-	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0, Reset: t0.Add(time.Second)}, false, true, t0.Add(time.Second), false, 1, time.Time{}, t0)
+	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0, Reset: t0.Add(time.Second)}, false, true, t0.Add(time.Second), false, false, 1, time.Time{}, t0)
 	assert.False(t, q.sliding())
 	now := t0.Add(time.Second)
 	q.claim(now, 1, false) // the probe
-	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, 2, time.Time{}, now)
+	q.apply(&headers.Quota{Name: "", Limit: 10, Remaining: 0, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, false, 2, time.Time{}, now)
 	assert.True(t, q.sliding())
 	assert.Equal(t, now, q.readyAt(now, 1, 1), "paced, not counted")
 	assert.InDelta(t, float64(time.Second)/9.4, float64(q.pace(now, 1, 1)), 1)
 
 	var f quota // a fixed window: its new window starts full
-	f.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0.Add(time.Second)}, false, true, t0.Add(time.Second), false, 1, time.Time{}, t0)
+	f.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0.Add(time.Second)}, false, true, t0.Add(time.Second), false, false, 1, time.Time{}, t0)
 	f.claim(now, 1, false)
-	f.apply(&headers.Quota{Limit: 10, Remaining: 9, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, 2, time.Time{}, now)
+	f.apply(&headers.Quota{Limit: 10, Remaining: 9, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, false, 2, time.Time{}, now)
 	assert.False(t, f.sliding())
 
 	var g quota // a fixed window probed after its whole-second reset
-	g.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0}, false, true, t0.Add(50*time.Millisecond), true, 1, time.Time{}, t0)
+	g.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0}, false, true, t0.Add(50*time.Millisecond), true, false, 1, time.Time{}, t0)
 	later := t0.Add(100 * time.Millisecond)
 	g.claim(later, 1, false)
-	g.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0}, false, true, later.Add(800*time.Millisecond), true, 2, time.Time{}, later)
+	g.apply(&headers.Quota{Limit: 10, Remaining: 0, Reset: t0}, false, true, later.Add(800*time.Millisecond), true, false, 2, time.Time{}, later)
 	assert.False(t, g.sliding(), "our guess of the reset moved on, the server's did not")
 }
 
@@ -104,15 +104,15 @@ func TestSlidingLogSlack(t *testing.T) {
 	// Detected sliding with a 2 s window, as in TestSlidingWindowDetected.
 	sliding := func(resets ...time.Duration) *quota {
 		q := new(quota)
-		q.apply(&headers.Quota{Limit: 5, Remaining: 0, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, 1, time.Time{}, t0)
+		q.apply(&headers.Quota{Limit: 5, Remaining: 0, Reset: t0.Add(2 * time.Second)}, false, true, t0.Add(2*time.Second), false, false, 1, time.Time{}, t0)
 		now := t0.Add(2 * time.Second)
 		q.claim(now, 1, false)
-		q.apply(&headers.Quota{Limit: 5, Remaining: 0, Reset: t0.Add(4 * time.Second)}, false, true, t0.Add(4*time.Second), false, 2, time.Time{}, now)
+		q.apply(&headers.Quota{Limit: 5, Remaining: 0, Reset: t0.Add(4 * time.Second)}, false, true, t0.Add(4*time.Second), false, false, 2, time.Time{}, now)
 		require.True(t, q.sliding())
 		require.Equal(t, 2*time.Second, q.window)
 		for i, r := range resets {
 			at := t0.Add(r - 1500*time.Millisecond) // each said 1.5 s ahead, within the window
-			q.apply(&headers.Quota{Limit: 5, Remaining: 0, Reset: t0.Add(r)}, false, true, t0.Add(r), false, int64(3+i), time.Time{}, at)
+			q.apply(&headers.Quota{Limit: 5, Remaining: 0, Reset: t0.Add(r)}, false, true, t0.Add(r), false, false, int64(3+i), time.Time{}, at)
 		}
 		require.Equal(t, 2*time.Second, q.window)
 		return q
@@ -150,7 +150,7 @@ func TestSlidingLogSlack(t *testing.T) {
 // wire, not a window, and only an answer frees room.
 func TestConcurrencyQuota(t *testing.T) {
 	var q quota
-	q.apply(&headers.Quota{Name: "conc", Unit: "concurrent-requests", Limit: 2, Remaining: -1}, false, true, time.Time{}, false, 1, time.Time{}, t0)
+	q.apply(&headers.Quota{Name: "conc", Unit: "concurrent-requests", Limit: 2, Remaining: -1}, false, true, time.Time{}, false, false, 1, time.Time{}, t0)
 	assert.Equal(t, t0, q.readyAt(t0, 1, 1))
 	assert.True(t, q.readyAt(t0, 1, 2).IsZero())
 }
@@ -386,34 +386,30 @@ func TestRefills(t *testing.T) {
 // request, learnt from the request that opened each window. Every window
 // bounds it; once the bounds are within spanDoubt, the shortest whole
 // number of seconds they allow is the guess, and a request that finds
-// the window open after the guess raises the lower bound past it. Times
-// are counted as the server sees them: a request counted in the window
-// arrived at least the shortest round trip (40 ms here) after the
-// window's opener was answered, less the two ways, and the window ends
-// that much, less spanClock, before a length after that answer.
+// the window open after the guess raises the lower bound past it.
 func TestSpan(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	var p span
 	assert.Zero(t, p.guess(false), "nothing known")
-	p.learn(true, true, at(0), time.Time{}, at(40)) // opens a window: sent 0, answered 40
+	p.learn(true, true, false, false, true, at(0), time.Time{}, at(40)) // opens a window: sent 0, answered 40
 	assert.Zero(t, p.guess(false), "no upper bound yet")
-	p.learn(false, false, at(500), time.Time{}, at(540)) // still open at 500: longer than 460, and the ways there and back
-	assert.Equal(t, 500*time.Millisecond, p.lo)
-	p.learn(true, true, at(2000), time.Time{}, at(2040)) // the next window: the first lasted at most 2040
+	p.learn(false, false, false, false, true, at(500), time.Time{}, at(540)) // still open at 500: longer than 460
+	assert.Equal(t, 460*time.Millisecond, p.lo)
+	p.learn(true, true, false, false, true, at(2000), time.Time{}, at(2040)) // the next window: the first lasted at most 2040
 	assert.Equal(t, 2040*time.Millisecond, p.hi)
-	assert.Equal(t, time.Second, p.guess(false), "the shortest whole second in (500ms, 2040ms]")
-	assert.Equal(t, at(3005), p.end(false), "one length after the opener's answer, less the shortest round trip but spanClock")
+	assert.Equal(t, time.Second, p.guess(false), "the shortest whole second in (460ms, 2040ms]")
+	assert.Equal(t, at(3040), p.end(false), "one length after the opener's answer")
 
 	// A request that finds the window open past the guess: not one second.
-	p.learn(false, false, at(3100), time.Time{}, at(3140))
-	assert.Equal(t, 1100*time.Millisecond, p.lo)
+	p.learn(false, false, false, false, true, at(3100), time.Time{}, at(3140))
+	assert.Equal(t, 1060*time.Millisecond, p.lo)
 	assert.Equal(t, 2*time.Second, p.guess(false))
 
 	// Bounds that cross (windows on the clock, not at a request) drop
 	// the upper bound: nothing is guessed until windows bound it again.
-	p.learn(true, true, at(3200), time.Time{}, at(3240)) // at most 1.24 s: still consistent
+	p.learn(true, true, false, false, true, at(3200), time.Time{}, at(3240)) // at most 1.24 s: still consistent
 	assert.Equal(t, 1240*time.Millisecond, p.hi)
-	p.learn(true, true, at(4000), time.Time{}, at(4040)) // at most 0.84 s, yet more than 1.1 s
+	p.learn(true, true, false, false, true, at(4000), time.Time{}, at(4040)) // at most 0.84 s, yet more than 1.06 s
 	assert.Zero(t, p.hi, "bounds that cross drop the upper bound")
 	assert.Zero(t, p.guess(false))
 }
@@ -422,10 +418,10 @@ func TestSpan(t *testing.T) {
 // read as rounded up, bounds the first window's length at once.
 func TestSpanFromAResetInWholeSeconds(t *testing.T) {
 	var p span
-	p.learn(true, true, t0.Add(300*time.Millisecond), t0.Add(2*time.Second), t0.Add(320*time.Millisecond))
+	p.learn(true, true, false, false, true, t0.Add(300*time.Millisecond), t0.Add(2*time.Second), t0.Add(320*time.Millisecond))
 	assert.Equal(t, 1700*time.Millisecond, p.hi, "the window ends by the reset")
 	assert.Equal(t, time.Second, p.guess(false))
-	assert.Equal(t, t0.Add(1305*time.Millisecond), p.end(false), "a length after the answer, less the round trip (20 ms) but spanClock")
+	assert.Equal(t, t0.Add(1320*time.Millisecond), p.end(false))
 	// A window 1.0004 s long, written to the millisecond as 1.000: a
 	// guess that gains less than spanGain is not acted on (quota.apply).
 }
@@ -439,17 +435,16 @@ func TestSpanFromAResetInWholeSeconds(t *testing.T) {
 func TestSpanDoubtWithWholeSecondResets(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	var p span
-	p.learn(true, true, at(20), at(3000), at(40))      // opened at 20 ms; the reset 2.02 s rounded up to 3
-	p.learn(false, false, at(60), time.Time{}, at(80)) // the burst's rest
+	p.learn(true, true, true, false, true, at(20), at(3000), at(40))      // opened at 20 ms; the reset 2.02 s rounded up to 3
+	p.learn(false, false, true, false, true, at(60), time.Time{}, at(80)) // the burst's rest
 	assert.Equal(t, 2980*time.Millisecond, p.hi)
 	assert.Zero(t, p.guess(false), "2.96 s of doubt: too much at the millisecond")
 	assert.Equal(t, time.Second, p.guess(true))
-	assert.Equal(t, at(1025), p.end(true))
+	assert.Equal(t, at(1040), p.end(true))
 	// The probe at the guess finds the window still spent.
-	p.learn(false, false, at(1025), time.Time{}, at(1045))
-	assert.Equal(t, 1005*time.Millisecond, p.lo, "sent 985 ms after the opener's answer, and at least 20 ms of ways")
+	p.learn(false, false, true, false, true, at(1050), time.Time{}, at(1070))
 	assert.Equal(t, 2*time.Second, p.guess(true))
-	assert.Equal(t, at(2025), p.end(true))
+	assert.Equal(t, at(2040), p.end(true))
 }
 
 // TestBucketFound: a quota whose time until full, told to the
@@ -462,7 +457,7 @@ func TestSpanDoubtWithWholeSecondResets(t *testing.T) {
 func TestBucketFound(t *testing.T) {
 	per := 100 * time.Millisecond // 10 a second, burst 5
 	answer := func(q *quota, used int64, now time.Time) {
-		q.apply(&headers.Quota{Limit: 5, Remaining: 5 - used, Reset: now.Add(time.Duration(used) * per)}, false, true, now.Add(time.Duration(used)*per), false, 1, now, now)
+		q.apply(&headers.Quota{Limit: 5, Remaining: 5 - used, Reset: now.Add(time.Duration(used) * per)}, false, true, now.Add(time.Duration(used)*per), false, false, 1, now, now)
 	}
 	var b quota
 	answer(&b, 1, t0)
@@ -477,7 +472,7 @@ func TestBucketFound(t *testing.T) {
 	end := t0.Add(800 * time.Millisecond)
 	for i, used := range []int64{1, 2, 4, 5} {
 		now := t0.Add(time.Duration(i) * time.Millisecond)
-		f.apply(&headers.Quota{Limit: 5, Remaining: 5 - used, Reset: end}, false, true, end, false, 1, now, now)
+		f.apply(&headers.Quota{Limit: 5, Remaining: 5 - used, Reset: end}, false, true, end, false, false, 1, now, now)
 	}
 	assert.False(t, f.refill, "a fixed window is not a bucket")
 	assert.Zero(t, f.avail(t0.Add(500*time.Millisecond), 0), "nothing back before its end")
@@ -491,20 +486,20 @@ func TestBucketFound(t *testing.T) {
 func TestRisingRemainingIsNotSpread(t *testing.T) {
 	end := t0.Add(15*time.Second + 437*time.Millisecond) // told to the millisecond
 	var q quota
-	q.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: end}, false, true, end, false, 1, t0, t0)
+	q.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: end}, false, true, end, false, false, 1, t0, t0)
 	assert.Positive(t, q.pace(t0, 1, 0), "a tenth left, fifteen seconds from the end: spread")
 	later := t0.Add(900 * time.Millisecond)
-	q.apply(&headers.Quota{Limit: 150, Remaining: 25, Reset: end}, false, true, end, false, 2, later, later)
+	q.apply(&headers.Quota{Limit: 150, Remaining: 25, Reset: end}, false, true, end, false, false, 2, later, later)
 	assert.True(t, q.known)
 	later = later.Add(time.Millisecond)
-	q.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: end}, false, true, end, false, 3, later, later)
+	q.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: end}, false, true, end, false, false, 3, later, later)
 	assert.Zero(t, q.pace(later, 1, 0), "what remains comes back before the end: not spread")
 
 	var f quota // a fixed window: more remains only in the next one, whose end is a window later
-	f.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: end}, false, true, end, false, 1, t0, t0)
+	f.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: end}, false, true, end, false, false, 1, t0, t0)
 	next := end.Add(10 * time.Second)
-	f.apply(&headers.Quota{Limit: 150, Remaining: 149, Reset: next}, false, true, next, false, 2, end, end)
-	f.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: next}, false, true, next, false, 3, end, end.Add(time.Second))
+	f.apply(&headers.Quota{Limit: 150, Remaining: 149, Reset: next}, false, true, next, false, false, 2, end, end)
+	f.apply(&headers.Quota{Limit: 150, Remaining: 10, Reset: next}, false, true, next, false, false, 3, end, end.Add(time.Second))
 	assert.Positive(t, f.pace(end.Add(time.Second), 1, 0), "a fixed window's last tenth is spread")
 }
 
@@ -598,20 +593,55 @@ func TestRoundTripJitter(t *testing.T) {
 // TestSpanEndsAheadOfTheAnswers: 100 ms each way. A window that opened
 // when its first request arrived, 100 ms before its answer did, ends a
 // second later by the server's clock; a request sent a length after that
-// answer reaches the next window 200 ms late. Brought forward by the
-// shortest round trip (less a margin), it reaches the next window 25 ms
-// after it opens (at that distance the margin is an eighth of the round
-// trip, 25 ms).
+// answer reaches the next window 200 ms late. Once spanTimed answers are
+// timed, the end is brought forward by the shortest round trip less a
+// margin (an eighth of it at that distance, 25 ms): a request sent then
+// reaches the next window 25 ms after it opens. Before, it is not: the
+// first answers are few, and a connection's first carries its setup.
 func TestSpanEndsAheadOfTheAnswers(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	var p span
-	p.learn(true, true, at(0), time.Time{}, at(200))      // arrived at 100; its window ends at 1100
-	p.learn(false, false, at(900), time.Time{}, at(1100)) // arrived at 1000, counted: the window lasted 900 ms at least
-	p.learn(true, true, at(1300), time.Time{}, at(1500))  // arrived at 1400, in the next window
+	p.learn(true, true, false, false, true, at(0), time.Time{}, at(200)) // arrived at 100; its window ends at 1100
+	for i := range spanTimed - 2 {
+		p.learn(false, false, false, false, true, at(10+i), time.Time{}, at(210+i)) // the rest of the wave, with no room to tell
+	}
+	assert.Zero(t, p.ways(), "seven answers timed: not yet")
+	p.learn(false, false, false, false, true, at(900), time.Time{}, at(1100)) // arrived at 1000, counted: the window lasted 900 ms at least
+	assert.Equal(t, 200*time.Millisecond, p.ways())
 	assert.Equal(t, 900*time.Millisecond, p.lo, "700 ms after the opener's answer, and the 200 ms of the two ways")
+	p.learn(true, true, false, false, true, at(1300), time.Time{}, at(1500)) // arrived at 1400, in the next window
 	assert.Equal(t, time.Second, p.guess(false))
+	assert.Equal(t, at(2325), p.end(false), "the window opened at 1400 by the server's clock ends at 2400; sent at 2325, a request arrives at 2425")
+}
+
+// TestSpanDistrustsTheWays: the shortest round trip bounds the two ways
+// only if the server counts a request as it arrives. One that spends
+// 10 ms before it counts (authentication before the limiter), a
+// millisecond away, counts the probe sent at the end brought forward in
+// the spent window: that halves the ways the end is brought forward by
+// from then on (the length's lower bound still counts them whole: read
+// too long there, they put the next probe later, never earlier).
+func TestSpanDistrustsTheWays(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var p span
+	p.learn(true, true, false, false, true, at(0), time.Time{}, at(12)) // counted at 11, answered at 12
+	for i := range spanTimed {
+		p.learn(false, false, false, false, true, at(12+i), time.Time{}, at(24+i))
+	}
+	p.learn(true, true, false, false, true, at(1000), time.Time{}, at(1012)) // the next window opens at 1011
+	p.learn(true, true, false, false, true, at(2000), time.Time{}, at(2012)) // and the next at 2011
+	require.Equal(t, time.Second, p.guess(false))
+	assert.Equal(t, 12*time.Millisecond, p.ways())
 	end := p.end(false)
-	assert.Equal(t, at(2325), end, "the window opened at 1400 by the server's clock ends at 2400; sent at 2325, a request arrives at 2425")
+	assert.Equal(t, at(3005), end, "12 ms brought forward but spanClock")
+
+	roomy := p
+	roomy.learn(false, false, false, false, true, end, time.Time{}, end.Add(12*time.Millisecond)) // a request of a window with room: tells nothing of the ways
+	assert.Zero(t, roomy.distrust)
+	p.learn(false, false, false, true, true, end, time.Time{}, end.Add(12*time.Millisecond)) // a probe of the spent window, counted in it
+	assert.Equal(t, uint8(1), p.distrust)
+	assert.Equal(t, 6*time.Millisecond, p.ways())
+	assert.Equal(t, 12*time.Millisecond, p.shortest())
 }
 
 // TestQuotaDue: a window quota whose reset has passed is asked about
@@ -622,7 +652,7 @@ func TestSpanEndsAheadOfTheAnswers(t *testing.T) {
 func TestQuotaDue(t *testing.T) {
 	q := quota{name: "requests", limit: 10}
 	q.known, q.rmin, q.reset = true, 4, t0
-	q.span.least = int32((200 * time.Millisecond) / time.Microsecond)
+	q.span.least, q.span.timed = int32((200*time.Millisecond)/time.Microsecond), spanTimed
 	assert.True(t, q.stale(t0))
 	assert.False(t, q.due(t0, 1), "room for 3 more: the answers on their way will say")
 	assert.False(t, q.due(t0.Add(170*time.Millisecond), 1))

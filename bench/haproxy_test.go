@@ -63,9 +63,9 @@ type haproxyCase struct {
 // header the configuration writes, `deny ... hdr Retry-After 1`, whatever
 // the wait): issue 18's row of that name. The Transport honours the wait
 // a refusal asks for, and the probe after it meets the burst's refusals,
-// which HAProxy still counts: 11 refusals, 1.09× at 10 a second; at 20 a
-// second the second of that refused probe is a sixth of a 120-unit run,
-// 1.17–1.18× (three runs at issue 18's sixth round).
+// which HAProxy still counts: 11 refusals, 1.08–1.09× at 10 a second; at
+// 20 a second the second of that refused probe is a sixth of a 120-unit
+// run, 1.17–1.18× and 3–11 refusals (four runs at issue 18's sixth round).
 var haproxyCases = []haproxyCase{
 	{name: "10rps-sliding-429", rate: 10, max429: 50, ratio: 1.45},
 	{name: "20rps-sliding-429", rate: 20, max429: 20, ratio: 1.45},
