@@ -706,8 +706,10 @@ func (p *span) learn(next, first, whole, spent, timed bool, sent, reset, now tim
 		// there after sent; the window opened a way back before openAt:
 		// the two ways are at least ways (end). Sent after the end ways
 		// brought forward, yet counted: they were less (ways).
-		if w := p.guess(whole); spent && w > 0 && p.ahead() > 0 && !sent.Before(p.end(whole)) && sent.Before(p.openAt.Add(w)) {
-			p.distrust++
+		if spent && p.ahead() > 0 {
+			if w := p.guess(whole); w > 0 && !sent.Before(p.end(whole)) && sent.Before(p.openAt.Add(w)) {
+				p.distrust++
+			}
 		}
 		p.lo = max(p.lo, sent.Sub(p.openAt)+p.shortest())
 	}
