@@ -372,7 +372,11 @@ func (q *quota) unclaim(n int64) { q.claimed = max(q.claimed-n, 0) }
 // each window: a client 330 ms away that used a fifth of express's 150
 // per 2 s was held to 0.72 of its own pace).
 func (q *quota) due(now time.Time, inflight int) bool {
-	return q.avail(now, inflight) <= 0 || !now.Before(q.reset.Add(q.span.ahead()))
+	ahead := q.span.ahead()
+	if ahead == 0 || q.span.guess(!q.fine) == 0 || q.avail(now, inflight) <= 0 {
+		return true // the reset is the server's, or nothing is left
+	}
+	return !now.Before(q.reset.Add(ahead))
 }
 
 // stale reports whether what the server said of q no longer holds: a
@@ -579,6 +583,13 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	switch {
 	case next, q.guessed && !guessed:
 		q.reset, q.guessed = reset, guessed
+	case same && ended && q.fine && !guessed && reset.After(q.reset):
+		// A probe found the window we took to have ended still spent:
+		// it ends when the server says to the millisecond (a sliding
+		// log's oldest entry's expiry), not when we thought. (Else the
+		// past reset stays, and each probe after it is refused: this
+		// project's sliding log, 5 and 6 refusals of 120.)
+		q.reset = reset
 	case !guessed && !q.guessed && reset.Before(q.reset):
 		q.reset = reset
 	case guessed && reset.After(q.reset):
