@@ -81,7 +81,12 @@
 //     and many more) are learned from the request that opened each: such a
 //     window ends one length after that request arrived, which bounds it
 //     to a round trip where an epoch reset in whole seconds leaves a
-//     second of doubt. OpenAI's and Anthropic's quotas refill
+//     second of doubt. Such windows are counted by the server's clock:
+//     the way back of the opener's answer and the way there of the next
+//     request take at least the shortest round trip seen, so the window's
+//     end is that much earlier than its answers show (less a margin;
+//     once eight answers are timed, and halved each time a probe sent
+//     then is still counted in the old window). OpenAI's and Anthropic's quotas refill
 //     continuously ("reset 6m0s" means full again in six minutes), so they
 //     are modelled as buckets refilling at limit/window: a request waits
 //     until enough has refilled, not until the reset. So is any quota
@@ -103,12 +108,14 @@
 //     the rate after every two successes of requests sent at it until a
 //     refusal, which goes back to the last interval a run of successes
 //     got through at, and runs search halfway up to the refused one (a
-//     refusal before any run halves the rate, and, when it asked for no
-//     wait, searches back up the same way); once the two are close the
+//     refusal before any run halves the rate, and searches back up the
+//     same way, whatever wait it asked for); once the two are close the
 //     rate creeps up a percent a run, so that no refusal pins the pace for
 //     good; the creep dwells five runs, and at least half a minute, just
 //     short of the rate last refused before it probes beyond, as TCP CUBIC
-//     does (how close this comes to
+//     does; the interval leaves room for the jitter of the way there
+//     (four mean deviations of the round trip, at most 20 ms, as a share
+//     of a second) (how close this comes to
 //     the ideal time is measured in the README and bench/README.md). A first
 //     refusal of a request sent after a whole first wave got through (a
 //     window emptied at once) holds the partition for the second that
