@@ -655,11 +655,20 @@ func (p *span) ways() time.Duration {
 // whatever distrust says: read too long, it makes the window longer than
 // it is, and the next probe later, never earlier.
 func (p *span) shortest() time.Duration {
-	if p.timed < spanTimed {
+	least := time.Duration(p.least) * time.Microsecond
+	if p.timed < spanTimed || least < spanWaysMin {
 		return 0
 	}
-	return time.Duration(p.least) * time.Microsecond
+	return least
 }
+
+// spanWaysMin is the shortest round trip read as the two ways: below
+// it, the round trip is mostly the server's own time (a loopback, a
+// busy event loop), not the way there and back, and what counting by
+// the server's clock could gain is under 2 % of a one-second window.
+// (On a loaded loopback a round trip of a few milliseconds brought
+// fastify's first window's probe 4 ms early, and it was refused.)
+const spanWaysMin = 20 * time.Millisecond
 
 // since is how long before now the current window's first request was
 // sent; span.openAt must be known.

@@ -616,32 +616,43 @@ func TestSpanEndsAheadOfTheAnswers(t *testing.T) {
 
 // TestSpanDistrustsTheWays: the shortest round trip bounds the two ways
 // only if the server counts a request as it arrives. One that spends
-// 10 ms before it counts (authentication before the limiter), a
-// millisecond away, counts the probe sent at the end brought forward in
-// the spent window: that halves the ways the end is brought forward by
-// from then on (the length's lower bound still counts them whole: read
-// too long there, they put the next probe later, never earlier).
+// 20 ms before it counts (authentication before the limiter), 10 ms
+// each way, counts the probe sent at the end brought forward in the
+// spent window: that halves the ways the end is brought forward by from
+// then on (the length's lower bound still counts them whole: read too
+// long there, they put the next probe later, never earlier).
 func TestSpanDistrustsTheWays(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	var p span
-	p.learn(true, true, false, false, true, at(0), time.Time{}, at(12)) // counted at 11, answered at 12
+	p.learn(true, true, false, false, true, at(0), time.Time{}, at(40)) // counted at 30, answered at 40
 	for i := range spanTimed {
-		p.learn(false, false, false, false, true, at(12+i), time.Time{}, at(24+i))
+		p.learn(false, false, false, false, true, at(40+i), time.Time{}, at(80+i))
 	}
-	p.learn(true, true, false, false, true, at(1000), time.Time{}, at(1012)) // the next window opens at 1011
-	p.learn(true, true, false, false, true, at(2000), time.Time{}, at(2012)) // and the next at 2011
+	p.learn(true, true, false, false, true, at(1000), time.Time{}, at(1040)) // the next window opens at 1030
+	p.learn(true, true, false, false, true, at(2000), time.Time{}, at(2040)) // and the next at 2030
 	require.Equal(t, time.Second, p.guess(false))
-	assert.Equal(t, 12*time.Millisecond, p.ways())
+	assert.Equal(t, 40*time.Millisecond, p.ways())
 	end := p.end(false)
-	assert.Equal(t, at(3005), end, "12 ms brought forward but spanClock")
+	assert.Equal(t, at(3005), end, "40 ms brought forward but 5")
 
 	roomy := p
-	roomy.learn(false, false, false, false, true, end, time.Time{}, end.Add(12*time.Millisecond)) // a request of a window with room: tells nothing of the ways
+	roomy.learn(false, false, false, false, true, end, time.Time{}, end.Add(40*time.Millisecond)) // a request of a window with room: tells nothing of the ways
 	assert.Zero(t, roomy.distrust)
-	p.learn(false, false, false, true, true, end, time.Time{}, end.Add(12*time.Millisecond)) // a probe of the spent window, counted in it
+	p.learn(false, false, false, true, true, end, time.Time{}, end.Add(40*time.Millisecond)) // a probe of the spent window, which the server (20 ms late to count) counted in it
 	assert.Equal(t, uint8(1), p.distrust)
-	assert.Equal(t, 6*time.Millisecond, p.ways())
-	assert.Equal(t, 12*time.Millisecond, p.shortest())
+	assert.Equal(t, 20*time.Millisecond, p.ways())
+	assert.Equal(t, 40*time.Millisecond, p.shortest())
+}
+
+// TestSpanLoopbackWays: round trips under spanWaysMin are mostly the
+// server's own time, not the ways: nothing is brought forward.
+func TestSpanLoopbackWays(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var p span
+	for i := range spanTimed + 1 {
+		p.learn(false, false, false, false, true, at(i), time.Time{}, at(i+12))
+	}
+	assert.Zero(t, p.ways(), "12 ms: a loaded loopback")
 }
 
 // TestQuotaDue: a window quota whose reset has passed is asked about
