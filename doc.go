@@ -85,7 +85,7 @@
 //     the way back of the opener's answer and the way there of the next
 //     request take at least the shortest round trip seen, so the window's
 //     end is that much earlier than its answers show (less a margin;
-//     once eight answers are timed, and halved each time a probe sent
+//     once sixteen answers are timed, and halved each time a probe sent
 //     then is still counted in the old window). OpenAI's and Anthropic's quotas refill
 //     continuously ("reset 6m0s" means full again in six minutes), so they
 //     are modelled as buckets refilling at limit/window: a request waits

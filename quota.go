@@ -632,9 +632,10 @@ type span struct {
 }
 
 // spanTimed is how many answers must have been timed before least is
-// believed: the first are few, and a connection's first request carries
-// its setup (and a server's accept queue) in its round trip.
-const spanTimed = 8
+// believed: the first are few (their least lies further above the two
+// shortest ways), and a connection's first request carries its setup
+// (and a server's accept queue) in its round trip.
+const spanTimed = 16
 
 // ways is how long, at least, the way back of one request's answer and
 // the way there of another take together: the shortest round trip seen,
@@ -676,14 +677,15 @@ func (p *span) since(now time.Time) time.Duration { return now.Sub(p.openAt) + p
 
 // ahead is how much of the shortest round trip seen, least, the
 // server's clock runs ahead of what its answers show (see end): all of
-// it but a margin, an eighth of it or spanClock if more. The shortest
-// round trip seen is itself one request's, with some jitter in it, and
-// the first ones seen are few (a quiet partition's first wave is not
-// timed): at 100 ms ± 50 ms each way, express's draft-8 fields drew a
-// refusal with no margin but spanClock.
+// it but a margin, a quarter of it or spanClock if more. The shortest
+// round trip seen is the least of a few sums of two ways, each with its
+// jitter, and lies above the sum of the two shortest ways by more the
+// fewer they are and the more they vary: 50 ms ± 25 ms away each way (a
+// real express-rate-limit behind Toxiproxy), an eighth of sixteen drew
+// a refused probe one run in two; a quarter none in three.
 func (p *span) ahead() time.Duration {
 	ways := p.ways()
-	return max(ways-max(spanClock, ways/8), 0)
+	return max(ways-max(spanClock, ways/4), 0)
 }
 
 // spanGain is how much earlier than the server's reset span's guess must

@@ -595,8 +595,8 @@ func TestRoundTripJitter(t *testing.T) {
 // second later by the server's clock; a request sent a length after that
 // answer reaches the next window 200 ms late. Once spanTimed answers are
 // timed, the end is brought forward by the shortest round trip less a
-// margin (an eighth of it at that distance, 25 ms): a request sent then
-// reaches the next window 25 ms after it opens. Before, it is not: the
+// margin (a quarter of it at that distance, 50 ms): a request sent then
+// reaches the next window 50 ms after it opens. Before, it is not: the
 // first answers are few, and a connection's first carries its setup.
 func TestSpanEndsAheadOfTheAnswers(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -605,13 +605,13 @@ func TestSpanEndsAheadOfTheAnswers(t *testing.T) {
 	for i := range spanTimed - 2 {
 		p.learn(false, false, false, false, true, at(10+i), time.Time{}, at(210+i)) // the rest of the wave, with no room to tell
 	}
-	assert.Zero(t, p.ways(), "seven answers timed: not yet")
+	assert.Zero(t, p.ways(), "one answer short of spanTimed: not yet")
 	p.learn(false, false, false, false, true, at(900), time.Time{}, at(1100)) // arrived at 1000, counted: the window lasted 900 ms at least
 	assert.Equal(t, 200*time.Millisecond, p.ways())
 	assert.Equal(t, 900*time.Millisecond, p.lo, "700 ms after the opener's answer, and the 200 ms of the two ways")
 	p.learn(true, true, false, false, true, at(1300), time.Time{}, at(1500)) // arrived at 1400, in the next window
 	assert.Equal(t, time.Second, p.guess(false))
-	assert.Equal(t, at(2325), p.end(false), "the window opened at 1400 by the server's clock ends at 2400; sent at 2325, a request arrives at 2425")
+	assert.Equal(t, at(2350), p.end(false), "the window opened at 1400 by the server's clock ends at 2400; sent at 2350, a request arrives at 2450")
 }
 
 // TestSpanDistrustsTheWays: the shortest round trip bounds the two ways
@@ -633,7 +633,7 @@ func TestSpanDistrustsTheWays(t *testing.T) {
 	require.Equal(t, time.Second, p.guess(false))
 	assert.Equal(t, 40*time.Millisecond, p.ways())
 	end := p.end(false)
-	assert.Equal(t, at(3005), end, "40 ms brought forward but 5")
+	assert.Equal(t, at(3010), end, "40 ms brought forward but a quarter")
 
 	roomy := p
 	roomy.learn(false, false, false, false, true, end, time.Time{}, end.Add(40*time.Millisecond)) // a request of a window with room: tells nothing of the ways
@@ -671,7 +671,7 @@ func TestQuotaDue(t *testing.T) {
 	q.span.openAt, q.span.lo, q.span.hi = t0.Add(-time.Second), 500*time.Millisecond, 1100*time.Millisecond
 	require.Equal(t, time.Second, q.span.guess(true))
 	assert.False(t, q.due(t0, 1), "room for 3 more: the answers on their way will say")
-	assert.False(t, q.due(t0.Add(170*time.Millisecond), 1))
-	assert.True(t, q.due(t0.Add(175*time.Millisecond), 1), "the way back has passed (175 ms: the round trip less an eighth)")
+	assert.False(t, q.due(t0.Add(145*time.Millisecond), 1))
+	assert.True(t, q.due(t0.Add(150*time.Millisecond), 1), "the way back has passed (150 ms: the round trip less a quarter)")
 	assert.True(t, q.due(t0, 4), "no room: probe at once")
 }
