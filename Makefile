@@ -34,7 +34,7 @@ test: redis-server proxies toxiproxy
 	@set -e; for m in $(MODULES); do \
 		(cd $$m && $(GO) vet ./... && THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 ./...); \
 	done
-	cd bench && $(GO) vet ./... && THROTTLE_REQUIRE_PROXIES=1 $(GO) test -count=1 ./...
+	cd bench && $(GO) vet ./... && THROTTLE_TOXIPROXY=$(TOXIPROXY) THROTTLE_REQUIRE_PROXIES=1 $(GO) test -count=1 ./...
 
 # Ours and our peers side by side; compare with benchstat (see bench/README.md).
 bench:
