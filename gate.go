@@ -296,7 +296,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 		resumed = true
 	}
 	for i := range g.quotas {
-		if q := &g.quotas[i]; q.stale(now) && q.due(now, g.onWire()) {
+		if q := &g.quotas[i]; q.stale(now) && q.askAgain(now, g.onWire()) {
 			q.known, g.pz.probe = false, true
 		}
 	}

@@ -362,7 +362,7 @@ func (q *quota) claim(now time.Time, n int64, declared bool) {
 // unclaim gives back n units when the request's answer (or failure) came.
 func (q *quota) unclaim(n int64) { q.claimed = max(q.claimed-n, 0) }
 
-// due reports whether q, a window whose reset has passed (stale), is to
+// askAgain reports whether q, a window whose reset has passed (stale), is to
 // be asked about again now. One with no room left is, at once: its reset
 // is when the server's next window opens (span.end), and the probe that
 // finds it goes then. One with room to spare is not, for the way back
@@ -371,7 +371,7 @@ func (q *quota) unclaim(n int64) { q.claimed = max(q.claimed-n, 0) }
 // what it holds (a probe would hold every other request for a round trip,
 // each window: a client 330 ms away that used a fifth of express's 150
 // per 2 s was held to 0.72 of its own pace).
-func (q *quota) due(now time.Time, inflight int) bool {
+func (q *quota) askAgain(now time.Time, inflight int) bool {
 	ahead := q.span.ahead()
 	if ahead == 0 || q.span.guess(!q.fine) == 0 || q.avail(now, inflight) <= 0 {
 		return true // the reset is the server's, or nothing is left
@@ -637,10 +637,12 @@ type span struct {
 // (and a server's accept queue) in its round trip.
 const spanTimed = 16
 
-// ways is how long, at least, the way back of one request's answer and
-// the way there of another take together: the shortest round trip seen,
-// once spanTimed answers are timed, halved for each time it proved too
-// long (distrust); 0 before.
+// ways is what the way back of one request's answer and the way there of
+// another are taken to take together: the shortest round trip seen, once
+// spanTimed answers are timed, halved for each time it proved too long
+// (distrust); 0 before. It is an estimate, not a bound: the shortest of a
+// few sums of two jittered ways lies above the sum of the two shortest
+// ways, which is why end keeps a margin (ahead).
 //
 // The shortest round trip bounds the two ways only if what a server
 // does before it counts a request takes no time: a gateway that spends
@@ -726,8 +728,9 @@ func (p *span) learn(next, first, whole, spent, timed bool, sent, reset, now tim
 	case !p.openAt.IsZero() && !sent.IsZero():
 		// Sent at sent and counted in the window, it arrived a way
 		// there after sent; the window opened a way back before openAt:
-		// the two ways are at least ways (end). Sent after the end ways
-		// brought forward, yet counted: they were less (ways).
+		// the two ways, taken as the shortest round trip (end). A probe
+		// sent after the end they brought forward, yet counted in the
+		// spent window: they were less (ways, distrust).
 		if spent && p.ahead() > 0 {
 			if w := p.guess(whole); w > 0 && !sent.Before(p.end(whole)) && sent.Before(p.openAt.Add(w)) {
 				p.distrust++
@@ -797,11 +800,12 @@ const spanClock = 5 * time.Millisecond
 // when it arrives there, a way there after it is sent: sent one length
 // after openAt, it would reach the next window a round trip late, every
 // window (at 100 ms ± 50 ms each way, windows of a second took 1.23× the
-// ideal). Neither way is known alone, but each is at least its own
-// shortest, and the two shortest together are at most the shortest
-// round trip seen (least): so end is that much earlier, less a margin
-// (ahead), and a request sent then still reaches the next window (1.06×
-// there). The length's lower bound counts the same ways (learn).
+// ideal). Neither way is known alone; the shortest round trip seen
+// estimates the two together (ways), so end is that much earlier, less a
+// margin for the estimate's error (ahead), and a request sent then
+// still reaches the next window (1.09× there, in fake time; a refused
+// probe halves the estimate from then on). The length's lower bound
+// counts the same ways (learn).
 func (p *span) end(whole bool) time.Time {
 	w := p.guess(whole)
 	if w == 0 || p.openAt.IsZero() {

@@ -655,23 +655,23 @@ func TestSpanLoopbackWays(t *testing.T) {
 	assert.Zero(t, p.ways(), "12 ms: a loaded loopback")
 }
 
-// TestQuotaDue: a window quota whose reset has passed is asked about
+// TestQuotaAskAgain: a window quota whose reset has passed is asked about
 // again at once when it has no room left, or when its reset is the
 // server's; when span brought its reset forward and it has room, only
 // once the way back its reset was brought forward by has passed too: the
 // requests sent meanwhile open the next window, and their answers say
 // what it holds.
-func TestQuotaDue(t *testing.T) {
+func TestQuotaAskAgain(t *testing.T) {
 	q := quota{name: "requests", limit: 10}
 	q.known, q.rmin, q.reset = true, 4, t0
 	assert.True(t, q.stale(t0))
-	assert.True(t, q.due(t0, 1), "nothing timed: the reset is the server's")
+	assert.True(t, q.askAgain(t0, 1), "nothing timed: the reset is the server's")
 	q.span.least, q.span.timed = int32((200*time.Millisecond)/time.Microsecond), spanTimed
-	assert.True(t, q.due(t0, 1), "no length guessed: the reset is the server's")
+	assert.True(t, q.askAgain(t0, 1), "no length guessed: the reset is the server's")
 	q.span.openAt, q.span.lo, q.span.hi = t0.Add(-time.Second), 500*time.Millisecond, 1100*time.Millisecond
 	require.Equal(t, time.Second, q.span.guess(true))
-	assert.False(t, q.due(t0, 1), "room for 3 more: the answers on their way will say")
-	assert.False(t, q.due(t0.Add(145*time.Millisecond), 1))
-	assert.True(t, q.due(t0.Add(150*time.Millisecond), 1), "the way back has passed (150 ms: the round trip less a quarter)")
-	assert.True(t, q.due(t0, 4), "no room: probe at once")
+	assert.False(t, q.askAgain(t0, 1), "room for 3 more: the answers on their way will say")
+	assert.False(t, q.askAgain(t0.Add(145*time.Millisecond), 1))
+	assert.True(t, q.askAgain(t0.Add(150*time.Millisecond), 1), "the way back has passed (150 ms: the round trip less a quarter)")
+	assert.True(t, q.askAgain(t0, 4), "no room: probe at once")
 }
