@@ -88,6 +88,7 @@ type pause struct {
 	on      bool      // a pause is in force (for the Resumed event)
 	probe   bool      // the next request probes alone
 	probing bool      // the probe is on the wire: hold the rest
+	own     bool      // the probe is the first wave's (waveProbe): no fleet election
 	// elsewhere: the pause waits for another Transport's probe
 	// (feedback.go).
 	elsewhere bool
@@ -203,6 +204,7 @@ type gwaiter struct {
 // its place in the order of admissions, and what it claimed of each quota.
 type ticket struct {
 	probe  bool
+	own    bool      // the probe is the first wave's (waveProbe)
 	late   bool      // its answer comes after it is settled (a stream's status): it leaves the first wave then (leaveWave)
 	ver    int64     // g.ver when the request was let through
 	pause  int64     // g.pz.count when the request was let through
@@ -297,7 +299,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 	}
 	for i := range g.quotas {
 		if q := &g.quotas[i]; q.stale(now) && q.askAgain(now, g.onWire()) {
-			q.known, g.pz.probe = false, true
+			q.known, g.pz.probe, g.pz.own = false, true, false
 		}
 	}
 	return resumed
@@ -377,12 +379,12 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		}
 		g.rf.resumed = now // the first cycle starts with the first request
 	}
-	*tk = ticket{probe: g.pz.probe, ver: g.ver, pause: g.pz.count, seen: g.rf.answered, charge: *ch, at: now}
+	*tk = ticket{probe: g.pz.probe, own: g.pz.probe && g.pz.own, ver: g.ver, pause: g.pz.count, seen: g.rf.answered, charge: *ch, at: now}
 	if g.rf.answered == 0 {
 		g.wave++
 	}
 	if g.pz.probe {
-		g.pz.probe, g.pz.probing = false, true
+		g.pz.probe, g.pz.own, g.pz.probing = false, false, true
 	}
 	next, wire := g.nextSend, g.onWire()
 	for i := range g.quotas {
@@ -412,6 +414,22 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 // second: 5 refused, and 5 more). So it waits for them, until waveEnd
 // (advance). g.mu must be held.
 func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
+
+// waveProbe makes the next request a probe when tk's answer was the
+// last of a first wave of several that all succeeded without a word of
+// rate limits, and others wait: the wave was within the server's limit,
+// and whether one more is, nothing says. Released together, the waiting
+// requests would all be refused if the wave had spent a window (a wave
+// as large as the limit, the setting that draws ten refusals where one
+// tells as much); sent first and alone, one request asks for them. It is
+// this Transport's own doubt: the fleet elects no prober for it
+// (ticket.own). g.mu must be held.
+func (g *gate) waveProbe(tk *ticket) {
+	if tk.seen == 0 && g.wave == 0 && g.q.Len() > 0 && g.rf.ok > 1 && g.pz.count == 0 &&
+		!g.pz.probing && !g.is(heard) && !g.hasQuotas() {
+		g.pz.probe, g.pz.own = true, true
+	}
+}
 
 // waveWaitMax bounds how long requests wait for the first wave's
 // answers (advance): the answers of one wave come back within the spread
@@ -461,7 +479,7 @@ func (g *gate) extendPause(until time.Time) {
 	if !g.pz.on {
 		g.pz.count++
 	}
-	g.pz.on, g.pz.probe = true, true
+	g.pz.on, g.pz.probe, g.pz.own = true, true, false
 }
 
 // enter lets the request declaring c through the gate now, writing its
@@ -662,7 +680,7 @@ func (g *gate) abort(tk *ticket) {
 func (g *gate) abortLocked(tk *ticket) {
 	g.settle(tk)
 	if tk.probe {
-		g.pz.probe = true
+		g.pz.probe, g.pz.own = true, tk.own
 	}
 }
 

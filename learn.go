@@ -91,6 +91,7 @@ func (g *gate) done(tk *ticket, a *answer, now time.Time) time.Time {
 	if a != nil {
 		paused = g.learn(tk, a, now)
 	}
+	g.waveProbe(tk)
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
 	g.freed()

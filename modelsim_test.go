@@ -687,6 +687,7 @@ var convergeMisses = map[int]struct {
 	behaviour string
 	share     float64
 }{
+	2:  {"e/haproxy stick table", 0.899},                        // 150 a minute, refusals counted, "Retry-After: 1" refused every second for 80 s: the creep from the refused rate is slow (the whole run 1.16x -> 1.12-1.14x with the first wave's probe in five seeds, its windows 2-5 as fast as before in some, 0.90 in this one)
 	5:  {"e/haproxy stick table", 0.680},                        // 10 per 5 s, refusals counted: held two windows at a time
 	18: {"f/own sliding_log", 0.935},                            // 150 per 5 s, 155 ms away
 	22: {"c/legacy epoch reset, Retry-After fractional", 0.946}, // 5 s windows 130 ms away: a probe's round trip a window, where the window's end brought forward met the old window once (span.distrust)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/throttlekit/throttle/internal/testutil/apisim"
 )
@@ -119,12 +120,37 @@ func TestSlidingWindowAlignedToItsCreation(t *testing.T) {
 	})
 }
 
-// TestBurstRefusalHoldsTwoWindows: a server that took a burst of 10 and
+// TestBurstRefusalHoldsTwoWindows: a server that took a burst of 15 and
 // then refused bare, counting the refusals against the next window
 // (apisim.PenaltyWindow), sees nothing more from the Transport until that
-// window has passed: its 10 refusals are the second wave, already on the
-// wire when the first came back, and none falls in the window in debt.
+// window has passed: its refusals are the third wave's (10 goroutines:
+// the first wave, the probe after it, the rest), at most a wave, and none
+// falls in the window in debt.
 func TestBurstRefusalHoldsTwoWindows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		s := apisim.NewPenaltyWindow(15, time.Second)
+		tr := NewTransport(&apisim.Transport{Handler: s, Latency: 10 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1})
+		defer tr.Close()
+		elapsed := drive(t, tr, 10, 60)
+		st := s.Snapshot()
+		t.Logf("%d ok, %d refused, elapsed %v", st.Admitted, st.Refused, elapsed)
+		assert.NotEmpty(t, st.Refusals)
+		assert.LessOrEqual(t, len(st.Refusals), 10)
+		for _, at := range st.Refusals {
+			assert.Less(t, at.Sub(start), 100*time.Millisecond, "refused in the window in debt")
+		}
+		// 15 in the first window, none until its debt is paid, then 45
+		// at just under 15 a second.
+		assert.Less(t, elapsed, 5500*time.Millisecond)
+	})
+}
+
+// TestSilentWaveProbes: a first wave as large as the server's limit all
+// succeeds, and the server says nothing of its limit: the next request
+// goes alone (gate.waveProbe), and its refusal is the only one, where the
+// whole second wave was refused before (10).
+func TestSilentWaveProbes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		s := apisim.NewPenaltyWindow(10, time.Second)
@@ -133,13 +159,11 @@ func TestBurstRefusalHoldsTwoWindows(t *testing.T) {
 		elapsed := drive(t, tr, 10, 40)
 		st := s.Snapshot()
 		t.Logf("%d ok, %d refused, elapsed %v", st.Admitted, st.Refused, elapsed)
-		assert.Len(t, st.Refusals, 10)
-		for _, at := range st.Refusals {
-			assert.Less(t, at.Sub(start), 100*time.Millisecond, "refused in the window in debt")
-		}
-		// 10 in the first window, none until 2 s, then 30 at just under
-		// 10 a second (3.05 s).
-		assert.Less(t, elapsed, 5500*time.Millisecond)
+		require.Len(t, st.Refusals, 1)
+		assert.Less(t, st.Refusals[0].Sub(start), 100*time.Millisecond, "the probe follows the first wave")
+		// 10 in the first window, 9 in the next (the probe's debt), then
+		// 21 at just under 10 a second.
+		assert.Less(t, elapsed, 5*time.Second)
 	})
 }
 
