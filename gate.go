@@ -265,6 +265,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			g.rl.waveEnd = now.Add(min(max(now.Sub(g.rf.resumed), waveWaitMin), waveWaitMax))
 		case !now.Before(g.rl.waveEnd):
 			g.wave = 0 // the stragglers are not waited for
+			g.waveProbe()
 		}
 	}
 	if g.pz.on && !now.Before(g.pz.until) {
@@ -415,17 +416,17 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 // (advance). g.mu must be held.
 func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
 
-// waveProbe makes the next request a probe when tk's answer was the
-// last of a first wave of several that all succeeded without a word of
-// rate limits, and others wait: the wave was within the server's limit,
-// and whether one more is, nothing says. Released together, the waiting
-// requests would all be refused if the wave had spent a window (a wave
-// as large as the limit, the setting that draws ten refusals where one
-// tells as much); sent first and alone, one request asks for them. It is
-// this Transport's own doubt: the fleet elects no prober for it
-// (ticket.own). g.mu must be held.
-func (g *gate) waveProbe(tk *ticket) {
-	if tk.seen == 0 && g.wave == 0 && g.q.Len() > 0 && g.rf.ok > 1 && g.pz.count == 0 &&
+// waveProbe makes the next request a probe when a first wave of several
+// has been answered (or its stragglers are no longer waited for: advance)
+// and all its answers were successes without a word of rate limits, while
+// others wait: the wave was within the server's limit, and whether one
+// more is, nothing says. Released together, the waiting requests would
+// all be refused if the wave had spent a window (a wave as large as the
+// limit: ten refusals where one tells as much); sent first and alone, one
+// request asks for them. It is this Transport's own doubt: the fleet
+// elects no prober for it (ticket.own). g.mu must be held.
+func (g *gate) waveProbe() {
+	if g.wave == 0 && g.q.Len() > 0 && g.rf.ok > 1 && g.pz.count == 0 &&
 		!g.pz.probing && !g.is(heard) && !g.hasQuotas() {
 		g.pz.probe, g.pz.own = true, true
 	}

@@ -91,7 +91,9 @@ func (g *gate) done(tk *ticket, a *answer, now time.Time) time.Time {
 	if a != nil {
 		paused = g.learn(tk, a, now)
 	}
-	g.waveProbe(tk)
+	if tk.seen == 0 {
+		g.waveProbe()
+	}
 	resumed := g.dispatch(now)
 	g.mu.Unlock()
 	g.freed()

@@ -47,23 +47,22 @@ func TestHeaderlessServers(t *testing.T) {
 			return s, s
 			// The window [0, 1 s) takes the first 10 requests. Their
 			// answers all come back within the 5 ms jitter of each
-			// other, well inside one round trip (20 ms), and say nothing
-			// of a limit, so each worker's next request is on the wire
-			// before the first refusal can be back: 10 refusals, the
-			// whole budget, and an overage of 10 that starts the window
-			// [1 s, 2 s) full. So the Transport must send nothing more
-			// until 2 s (the burst's hold, aimdHold) and then draw no
+			// other and say nothing of a limit: the next request goes
+			// alone (gate.waveProbe) and is refused, the others wait
+			// for its answer (10 refusals, the whole second wave,
+			// before). Its overage of 1 starts the window [1 s, 2 s)
+			// in debt, so the Transport holds the burst's window and
+			// the debt's share of the next (burstHold), then draws no
 			// refusal in the 18 s left: its creep stops just short of
 			// the 10 a second the burst showed and dwells there
-			// (aimdDwell) before it probes beyond. Before the hold: 16
-			// refusals, 1.19×; before the dwell: 11, 1.13×.
+			// (aimdDwell) before it probes beyond.
 		}, (total/rate - 1) * time.Second, 10, 1.15},
 		{"reordered answers", func() (http.Handler, snapshotter) {
 			s := apisim.NewPenaltyWindow(rate, time.Second)
 			return &apisim.Reorder{Handler: s, Max: 80 * time.Millisecond, Seed: 7}, s
-			// The penalty window's debt, as above; the first refusal
-			// may come back before the whole second wave is sent, so
-			// it can be met.
+			// The penalty window, as above: the answers of the first
+			// wave come back up to 80 ms apart, and the stragglers are
+			// not waited for beyond waveWaitMin: the probe goes then.
 		}, (total/rate - 1) * time.Second, 10, 1.15},
 		{"sliding window misreporting its reset", func() (http.Handler, snapshotter) {
 			s := apisim.NewSlidingWindow(rate, time.Second)
