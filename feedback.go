@@ -133,13 +133,12 @@ func (t *Transport) notice(n feedbackstore.Notice) {
 // until the store says, and coordinate reports false (the caller queues
 // again). claim is the unit claimed (to settle), if any.
 func (t *Transport) coordinate(ctx context.Context, g *gate, tk *ticket) (ok bool, claim feedbackstore.Grant) {
-	elect := tk.probe && !tk.own
-	if !elect && !g.is(shared) {
+	if !tk.probe && !g.is(shared) {
 		return true, feedbackstore.Grant{} // a quiet partition: no call to the store
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if elect {
+	if tk.probe {
 		held, err := t.store.Probe(ctx, g.key, t.id, probeLease)
 		t.storeErr(g.key, err)
 		if err == nil && !held.IsZero() {
@@ -183,7 +182,7 @@ func (t *Transport) share(g *gate, tk *ticket, claim feedbackstore.Grant, a *ans
 			g.mark(shared)
 		}
 	}
-	resume := tk.probe && !tk.own && a != nil // unless the answer paused: then Pause
+	resume := tk.probe && a != nil // unless the answer paused: then Pause
 	if claim.Seq == 0 && !q.Known && paused.IsZero() && !resume {
 		return // the server said nothing: no call to the store
 	}

@@ -88,7 +88,6 @@ type pause struct {
 	on      bool      // a pause is in force (for the Resumed event)
 	probe   bool      // the next request probes alone
 	probing bool      // the probe is on the wire: hold the rest
-	own     bool      // the probe is the first wave's (waveProbe): no fleet election
 	// elsewhere: the pause waits for another Transport's probe
 	// (feedback.go).
 	elsewhere bool
@@ -126,6 +125,16 @@ type refusals struct {
 	// waited. Here, not in every gate: only a partition whose first
 	// requests went together waits for them.
 	waveEnd time.Time
+	// ramp: after a first wave that all succeeded in silence, the
+	// requests that waited for it go in batches doubling from one (the
+	// gate's ramp): the size of the batch (0: no ramp), its places not
+	// yet taken, its requests not yet answered, until when it is waited
+	// for, how long that is after its last request went, and the first
+	// wave's size, where the ramp ends.
+	rampSize, rampLeft, rampOut int
+	rampEnd                     time.Time
+	rampWait                    time.Duration
+	rampTop                     int
 	// rtt is the round trip of the answers since the first refusal, as
 	// TCP keeps it: its spread is the jitter the pace leaves room for
 	// (paceInterval).
@@ -204,7 +213,7 @@ type gwaiter struct {
 // its place in the order of admissions, and what it claimed of each quota.
 type ticket struct {
 	probe  bool
-	own    bool      // the probe is the first wave's (waveProbe)
+	ramp   bool      // sent in a batch of the ramp after a silent first wave (refusals.ramp)
 	late   bool      // its answer comes after it is settled (a stream's status): it leaves the first wave then (leaveWave)
 	ver    int64     // g.ver when the request was let through
 	pause  int64     // g.pz.count when the request was let through
@@ -265,7 +274,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			g.rl.waveEnd = now.Add(min(max(now.Sub(g.rf.resumed), waveWaitMin), waveWaitMax))
 		case !now.Before(g.rl.waveEnd):
 			g.wave = 0 // the stragglers are not waited for
-			g.waveProbe()
+			g.ramp(now)
 		}
 	}
 	if g.pz.on && !now.Before(g.pz.until) {
@@ -300,7 +309,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 	}
 	for i := range g.quotas {
 		if q := &g.quotas[i]; q.stale(now) && q.askAgain(now, g.onWire()) {
-			q.known, g.pz.probe, g.pz.own = false, true, false
+			q.known, g.pz.probe = false, true
 		}
 	}
 	return resumed
@@ -323,6 +332,8 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 		wake = g.pz.until
 	case g.waveOut() && g.rl != nil && now.Before(g.rl.waveEnd):
 		wake = g.rl.waveEnd
+	case g.rampHolds(now):
+		wake = g.rl.rampEnd
 	case g.pz.probing:
 	case g.full():
 	default:
@@ -361,7 +372,8 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.pz.on || g.pz.probe || g.pz.probing || g.paceStep() > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() || g.is(capped) {
+	if g.pz.on || g.pz.probe || g.pz.probing || g.paceStep() > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() || g.is(capped) ||
+		(g.rl != nil && g.rl.rampSize > 0) {
 		return false
 	}
 	return !g.hasQuotas()
@@ -380,13 +392,14 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		}
 		g.rf.resumed = now // the first cycle starts with the first request
 	}
-	*tk = ticket{probe: g.pz.probe, own: g.pz.probe && g.pz.own, ver: g.ver, pause: g.pz.count, seen: g.rf.answered, charge: *ch, at: now}
+	*tk = ticket{probe: g.pz.probe, ver: g.ver, pause: g.pz.count, seen: g.rf.answered, charge: *ch, at: now}
 	if g.rf.answered == 0 {
 		g.wave++
 	}
 	if g.pz.probe {
-		g.pz.probe, g.pz.own, g.pz.probing = false, false, true
+		g.pz.probe, g.pz.probing = false, true
 	}
+	g.rampSent(now, tk)
 	next, wire := g.nextSend, g.onWire()
 	for i := range g.quotas {
 		if ch[i] == 0 {
@@ -416,19 +429,76 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 // (advance). g.mu must be held.
 func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
 
-// waveProbe makes the next request a probe when a first wave of several
-// has been answered (or its stragglers are no longer waited for: advance)
-// and all its answers were successes without a word of rate limits, while
-// others wait: the wave was within the server's limit, and whether one
-// more is, nothing says. Released together, the waiting requests would
-// all be refused if the wave had spent a window (a wave as large as the
-// limit: ten refusals where one tells as much); sent first and alone, one
-// request asks for them. It is this Transport's own doubt: the fleet
-// elects no prober for it (ticket.own). g.mu must be held.
-func (g *gate) waveProbe() {
-	if g.wave == 0 && g.q.Len() > 0 && g.rf.ok > 1 && g.pz.count == 0 &&
-		!g.pz.probing && !g.is(heard) && !g.hasQuotas() {
-		g.pz.probe, g.pz.own = true, true
+// ramp starts the ramp (refusals.ramp) when a first wave of several has
+// been answered (or its stragglers are no longer waited for: advance), all
+// its answers successes without a word of rate limits, while others wait.
+// The wave was within the server's limit; whether more are, nothing says.
+// Released together, the waiting requests would all be refused if the
+// wave had spent a window (a wave as large as the limit: ten refusals
+// where one tells as much); the next goes alone, then two, then four...,
+// each batch once the last is answered, until a batch as large as the
+// first wave got through. now is the time of the last answer. g.mu must
+// be held.
+func (g *gate) ramp(now time.Time) {
+	if g.wave != 0 || g.q.Len() == 0 || g.rf.ok < 2 || g.pz.count > 0 || g.pz.probing || g.is(heard) || g.hasQuotas() {
+		return
+	}
+	rl := g.refusals()
+	if rl.rampTop > 0 {
+		return // once
+	}
+	rl.rampTop, rl.rampSize, rl.rampLeft = g.rf.ok, 1, 1
+	// A batch is waited for twice as long as the first wave took, within
+	// the bounds of the wait for that wave: a slow call (a long poll)
+	// holds the others back once, and not for long.
+	rl.rampWait = min(max(2*now.Sub(g.rf.resumed), waveWaitMin), waveWaitMax)
+}
+
+// rampHolds reports whether the ramp holds a request sent now: its batch
+// is all sent and not all answered, and rampEnd has not passed. g.mu must
+// be held.
+func (g *gate) rampHolds(now time.Time) bool {
+	rl := g.rl
+	return rl != nil && rl.rampSize > 0 && rl.rampLeft == 0 && rl.rampOut > 0 && now.Before(rl.rampEnd)
+}
+
+// rampSent counts a request let through at now in the ramp's batch, if
+// one is open, on its ticket. g.mu must be held.
+func (g *gate) rampSent(now time.Time, tk *ticket) {
+	rl := g.rl
+	if rl == nil || rl.rampSize == 0 {
+		return
+	}
+	if rl.rampLeft == 0 {
+		// The batch was not all answered by rampEnd: the calls are slow,
+		// and the ramp ends.
+		rl.rampSize = 0
+		return
+	}
+	rl.rampLeft--
+	rl.rampOut++
+	rl.rampEnd = now.Add(rl.rampWait)
+	tk.ramp = true
+}
+
+// rampDone applies the answer to a request of the ramp's batch: ok
+// reports a success that said nothing of rate limits. The ramp ends with
+// anything else (a refusal has paused the partition: the pace takes
+// over) and once a batch as large as the first wave got through; the
+// next batch is twice the last once the last is all answered. g.mu must
+// be held.
+func (g *gate) rampDone(ok bool) {
+	rl := g.rl
+	if rl.rampOut > 0 {
+		rl.rampOut--
+	}
+	switch {
+	case rl.rampSize == 0:
+	case !ok || g.pz.count > 0 || g.is(heard) || g.hasQuotas() || rl.rampSize >= rl.rampTop:
+		rl.rampSize = 0
+	case rl.rampOut == 0 && rl.rampLeft == 0:
+		rl.rampSize *= 2
+		rl.rampLeft = rl.rampSize
 	}
 }
 
@@ -480,7 +550,7 @@ func (g *gate) extendPause(until time.Time) {
 	if !g.pz.on {
 		g.pz.count++
 	}
-	g.pz.on, g.pz.probe, g.pz.own = true, true, false
+	g.pz.on, g.pz.probe = true, true
 }
 
 // enter lets the request declaring c through the gate now, writing its
@@ -681,7 +751,11 @@ func (g *gate) abort(tk *ticket) {
 func (g *gate) abortLocked(tk *ticket) {
 	g.settle(tk)
 	if tk.probe {
-		g.pz.probe, g.pz.own = true, tk.own
+		g.pz.probe = true
+	}
+	if tk.ramp && g.rl.rampSize > 0 {
+		g.rl.rampOut--
+		g.rl.rampLeft++
 	}
 }
 

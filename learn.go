@@ -91,8 +91,11 @@ func (g *gate) done(tk *ticket, a *answer, now time.Time) time.Time {
 	if a != nil {
 		paused = g.learn(tk, a, now)
 	}
+	if tk.ramp {
+		g.rampDone(a != nil && a.status < 400)
+	}
 	if tk.seen == 0 {
-		g.waveProbe()
+		g.ramp(now)
 	}
 	resumed := g.dispatch(now)
 	g.mu.Unlock()

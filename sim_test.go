@@ -3,6 +3,7 @@ package throttle
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -147,7 +148,7 @@ func TestBurstRefusalHoldsTwoWindows(t *testing.T) {
 
 // TestSilentWaveProbes: a first wave as large as the server's limit all
 // succeeds, and the server says nothing of its limit: the next request
-// goes alone (gate.waveProbe), and its refusal is the only one, where the
+// goes alone (gate.ramp), and its refusal is the only one, where the
 // whole second wave was refused before (10).
 func TestSilentWaveProbes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -163,6 +164,92 @@ func TestSilentWaveProbes(t *testing.T) {
 		// 10 in the first window, 9 in the next (the probe's debt), then
 		// 21 at just under 10 a second.
 		assert.Less(t, elapsed, 5*time.Second)
+	})
+}
+
+// onWireLog is a silent server that records how many requests it is
+// serving as each arrives, and serves each for hold (the eleventh, the
+// first after a first wave of ten, for first), and when it last finished
+// serving another.
+type onWireLog struct {
+	mu          sync.Mutex
+	now, n      int
+	seen        []int
+	first, hold time.Duration
+	last        time.Time
+}
+
+func (s *onWireLog) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	s.now++
+	s.n++
+	s.seen = append(s.seen, s.now)
+	d, slow := s.hold, s.n == 11 && s.first > 0
+	if slow {
+		d = s.first
+	}
+	s.mu.Unlock()
+	time.Sleep(d)
+	s.mu.Lock()
+	s.now--
+	if !slow {
+		s.last = time.Now()
+	}
+	s.mu.Unlock()
+}
+
+// TestSilentWaveRamps: after a silent first wave, the requests that
+// waited for it go one, then two, then four, then eight, each batch once
+// the last is answered, then all: a server with no limit pays four round
+// trips once. A slow call in a batch holds the rest back at most twice as
+// long as the first wave took (within waveWaitMin and waveWaitMax), and
+// the ramp ends there.
+func TestSilentWaveRamps(t *testing.T) {
+	t.Run("batches", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := &onWireLog{hold: 10 * time.Millisecond}
+			tr := NewTransport(handlerTransport{h: s, latency: 10 * time.Millisecond})
+			defer tr.Close()
+			elapsed := drive(t, tr, 10, 100)
+			// The wave of 10; then batches of 1, 2, 4 and 8, each alone
+			// on the wire; then 10 at a time.
+			most := 0
+			for i, n := range s.seen {
+				switch {
+				case i < 10:
+				case i < 11:
+					assert.Equal(t, 1, n, "the ramp's first request goes alone")
+				case i < 13:
+					assert.LessOrEqual(t, n, 2, "request %d", i)
+				case i < 17:
+					assert.LessOrEqual(t, n, 4, "request %d", i)
+				case i < 25:
+					assert.LessOrEqual(t, n, 8, "request %d", i)
+				default:
+					most = max(most, n)
+				}
+			}
+			assert.Equal(t, 10, most, "after the ramp, every goroutine's request is on the wire at once")
+			// 100 requests of 30 ms, 10 at a time: 300 ms; the wave's
+			// wait and four batches add about 150 ms.
+			t.Logf("elapsed %v", elapsed)
+			assert.Less(t, elapsed, 500*time.Millisecond)
+		})
+	})
+	t.Run("slow call", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			s := &onWireLog{hold: 10 * time.Millisecond, first: 10 * time.Second}
+			tr := NewTransport(handlerTransport{h: s, latency: 10 * time.Millisecond})
+			defer tr.Close()
+			drive(t, tr, 10, 100)
+			// The slow call held the others back for at most 500 ms
+			// (waveWaitMax); the other 99 calls, 9 at a time, took
+			// about 350 ms.
+			t.Logf("the others done after %v", s.last.Sub(start))
+			assert.Less(t, s.last.Sub(start), time.Second)
+			assert.Equal(t, 100, s.n)
+		})
 	})
 }
 
