@@ -1,0 +1,127 @@
+package throttle
+
+import "time"
+
+// The first wave: the requests a partition sends before any answer comes
+// back. The requests after it wait for its answers (waveOut), and when
+// they all succeeded without a word of rate limits, go in batches
+// doubling from one (ramp), so that a wave that spent the server's window
+// costs one refusal, not a wave of them.
+
+// waveOut reports whether answers to the first wave — the requests sent
+// before any answer came back — have begun to come back and some are still
+// out. A request sent then, before they are all in, would go to a server
+// whose word on the first wave is only half heard: the answers of one
+// wave come back in any order, and the goroutines whose successes came
+// first would send a second wave into the limit their siblings' refusals,
+// still on the way, report (a first wave of 10 against a limit of 5 a
+// second: 5 refused, and 5 more). So it waits for them, until waveEnd
+// (advance). g.mu must be held.
+func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
+
+// ramp starts the ramp (refusals.ramp) when a first wave of several has
+// been answered (or its stragglers are no longer waited for: advance), all
+// its answers successes without a word of rate limits, while others wait.
+// The wave was within the server's limit; whether more are, nothing says.
+// Released together, the waiting requests would all be refused if the
+// wave had spent a window (a wave as large as the limit: ten refusals
+// where one tells as much); the next goes alone, then two, then four...,
+// each batch once the last is answered, until a batch as large as the
+// first wave got through. now is the time of the last answer. g.mu must
+// be held.
+func (g *gate) ramp(now time.Time) {
+	if g.wave != 0 || g.q.Len() == 0 || g.rf.ok < 2 || g.pz.count > 0 || g.pz.probing || g.is(heard) || g.hasQuotas() {
+		return
+	}
+	rl := g.refusals()
+	if rl.rampTop > 0 {
+		return // once
+	}
+	rl.rampTop, rl.rampSize, rl.rampLeft = g.rf.ok, 1, 1
+	// A batch is waited for twice as long as the first wave took, within
+	// the bounds of the wait for that wave: a slow call (a long poll)
+	// holds the others back once, and not for long.
+	rl.rampWait = min(max(2*now.Sub(g.rf.resumed), waveWaitMin), waveWaitMax)
+}
+
+// rampHolds reports whether the ramp holds a request sent now: its batch
+// is all sent and not all answered, and rampEnd has not passed. g.mu must
+// be held.
+func (g *gate) rampHolds(now time.Time) bool {
+	rl := g.rl
+	return rl != nil && rl.rampSize > 0 && rl.rampLeft == 0 && rl.rampOut > 0 && now.Before(rl.rampEnd)
+}
+
+// rampSent counts a request let through at now in the ramp's batch, if
+// one is open, on its ticket. g.mu must be held.
+func (g *gate) rampSent(now time.Time, tk *ticket) {
+	rl := g.rl
+	if rl == nil || rl.rampSize == 0 {
+		return
+	}
+	if rl.rampLeft == 0 {
+		// The batch was not all answered by rampEnd: the calls are slow,
+		// and the ramp ends.
+		rl.rampSize = 0
+		return
+	}
+	rl.rampLeft--
+	rl.rampOut++
+	rl.rampEnd = now.Add(rl.rampWait)
+	tk.ramp = true
+}
+
+// rampDone applies the answer to a request of the ramp's batch: ok
+// reports a success that said nothing of rate limits. The ramp ends with
+// anything else (a refusal has paused the partition: the pace takes
+// over) and once a batch as large as the first wave got through; the
+// next batch is twice the last once the last is all answered. g.mu must
+// be held.
+func (g *gate) rampDone(ok bool) {
+	rl := g.rl
+	if rl.rampOut > 0 {
+		rl.rampOut--
+	}
+	switch {
+	case rl.rampSize == 0:
+	case !ok || g.pz.count > 0 || g.is(heard) || g.hasQuotas() || rl.rampSize >= rl.rampTop:
+		rl.rampSize = 0
+	case rl.rampOut == 0 && rl.rampLeft == 0:
+		rl.rampSize *= 2
+		rl.rampLeft = rl.rampSize
+	}
+}
+
+// waveWaitMax bounds how long requests wait for the first wave's
+// answers (advance): the answers of one wave come back within the spread
+// of one round trip, not of many.
+const waveWaitMax = 500 * time.Millisecond
+
+// waveWaitMin is the least they wait: on loopback the first answers take
+// a millisecond or two, and a loaded machine was seen to read the rest
+// of the wave (a server's refusals among them) 15-25 ms later
+// (grpcthrottle's TestServerRefusingWithRetryInfo, in a round when it
+// drew 11 refusals for 6; not reproduced since, with or without this
+// floor). It is paid once, by a partition's first wave.
+const waveWaitMin = 50 * time.Millisecond
+
+// waveHeld is how many requests queue only for the first wave's answers
+// (waveOut): none once a pause has begun. A refusal's first guess at the
+// pace counts them as on the wire, where they would be but for the wait.
+// g.mu must be held.
+func (g *gate) waveHeld() int {
+	if g.rl == nil || g.rl.waveEnd.IsZero() || g.pz.count > 0 {
+		return 0
+	}
+	return g.q.Len()
+}
+
+// leaveWave takes a request whose answer came late (ticket.late) out of
+// the first wave when its answer comes.
+func (g *gate) leaveWave() {
+	g.mu.Lock()
+	if g.wave > 0 {
+		g.wave--
+	}
+	g.mu.Unlock()
+}
