@@ -82,7 +82,8 @@ redis-server:
 # request rate) and real rate limiters from npm (express-rate-limit,
 # @fastify/rate-limit, koa-ratelimit: bench/realservers, installed with
 # npm ci from its lock file; Node.js and npm from Debian when the machine
-# has no node). Installing them may start the distributions' own servers:
+# has no node) and from Debian's Python (Flask-Limiter: its package
+# python3-flask-limiter, for /usr/bin/python3). Installing them may start the distributions' own servers:
 # the tests start their own on free loopback ports and never touch those.
 proxies:
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || \
@@ -93,6 +94,8 @@ proxies:
 		{ apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	@test bench/realservers/node_modules/.package-lock.json -nt bench/realservers/package-lock.json || \
 		(cd bench/realservers && npm ci --no-audit --no-fund --loglevel=error)
+	@/usr/bin/python3 -c 'import flask_limiter' 2>/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq python3-flask-limiter; }
 
 # toxiproxy-server, built once into bin/ from its Go module at a pinned
 # version (the tests build it themselves when THROTTLE_TOXIPROXY is unset).

@@ -135,6 +135,9 @@ type refusals struct {
 	rampEnd                     time.Time
 	rampWait                    time.Duration
 	rampTop                     int
+	// sends: the partition's last sends, for a sliding log's window
+	// (sendlog.go); nil until a quota is found to slide.
+	sends *sendLog
 	// rtt is the round trip of the answers since the first refusal, as
 	// TCP keeps it: its spread is the jitter the pace leaves room for
 	// (paceInterval).
@@ -214,6 +217,7 @@ type gwaiter struct {
 type ticket struct {
 	probe  bool
 	ramp   bool      // sent in a batch of the ramp after a silent first wave (refusals.ramp)
+	seq    uint32    // its place in the send log (refusals.sends), or 0
 	late   bool      // its answer comes after it is settled (a stream's status): it leaves the first wave then (leaveWave)
 	ver    int64     // g.ver when the request was let through
 	pause  int64     // g.pz.count when the request was let through
@@ -400,6 +404,9 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		g.pz.probe, g.pz.probing = false, true
 	}
 	g.rampSent(now, tk)
+	if g.rl != nil && g.rl.sends != nil {
+		tk.seq = g.rl.sends.add(now)
+	}
 	next, wire := g.nextSend, g.onWire()
 	for i := range g.quotas {
 		if ch[i] == 0 {

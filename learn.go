@@ -493,6 +493,9 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		// as far as the gate knows).
 		timed := !tk.at.IsZero() && tk.seen > 0
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, timed, g.ver+1, sent, now)
+		if q.sliding() && q.reach > 0 && s.Limit > 0 {
+			g.counted(i, q, tk, a, s, now)
+		}
 		if q.sliding() && tk.pause == g.pz.count {
 			// Sent since the last pause began: a success or a refusal
 			// moves the search for a sliding log's slack.
@@ -526,6 +529,32 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		g.shorten(now)
 	}
 	return time.Time{}
+}
+
+// counted applies what an answer to the request tk says of the sliding
+// quota q, the i-th, whose resets are whole seconds ahead (its window is
+// at least as long as the furthest ahead they were: reach): how many of
+// the partition's admitted requests its window held bounds its length
+// (sendLog), and a window they bound shorter than reach made it is
+// taken. The first such answer starts the log. g.mu must be held.
+func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota, now time.Time) {
+	rl := g.refusals()
+	if rl.sends == nil {
+		rl.sends = &sendLog{base: now, quota: i}
+		return
+	}
+	l := rl.sends
+	if l.quota != i {
+		return
+	}
+	if a.status >= 400 {
+		l.refused(tk.seq)
+		return
+	}
+	l.count(tk.seq, s.Limit-s.Remaining, rl.rtt.jitter())
+	if w := l.window(); w > 0 && w < q.window {
+		q.narrow(w)
+	}
 }
 
 // shorten brings a pause that quotas at zero began forward to the latest

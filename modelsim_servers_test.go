@@ -699,3 +699,99 @@ func (k *koaMemory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusTooManyRequests)
 	fmt.Fprintf(w, "Rate limit exceeded, retry in %d ms.", reset.Sub(now).Milliseconds())
 }
+
+// flaskLimiter mimics Flask-Limiter 3.3 over limits 2.8's memory storage
+// (Debian bookworm's python3-flask-limiter), as read from their source and
+// run against the real one (bench/realservers/flask_servers.py): every
+// answer, a success too, carries X-RateLimit-Limit, -Remaining, -Reset
+// (reset_at: int(reset + 1) in epoch seconds) and Retry-After (int(reset_at
+// − now), truncated: "1" on a 200 in a window of a second), unless headers
+// are disabled (a bare 429). Its strategies:
+//
+//   - fixed window: a count per client whose expiry is set by the first
+//     hit after the last expired (hit time + window); every hit counts,
+//     refused ones too; reset is the expiry truncated to the second, so
+//     reset_at is the expiry rounded up.
+//   - moving window: a log of admitted hits, newest first; a hit is
+//     refused when the limit-th newest is within the window. Its reset is
+//     the newest hit within the window, truncated to the second, plus the
+//     window: when the log will be empty, not when one more fits.
+//   - elastic: the fixed window, but every hit, refused or not, sets the
+//     expiry a window from it.
+type flaskLimiter struct {
+	limit    int
+	window   time.Duration // whole seconds
+	moving   bool
+	elastic  bool
+	httpDate bool // Retry-After as an HTTP date
+	noHeader bool
+
+	mu     sync.Mutex
+	count  int
+	expiry time.Time
+	log    []time.Time // admitted hits of the moving window, newest first
+}
+
+func (f *flaskLimiter) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	f.mu.Lock()
+	now := time.Now()
+	var ok bool
+	var reset time.Time // limits' window_stats reset
+	remaining := 0
+	if f.moving {
+		ok = len(f.log) < f.limit || f.log[f.limit-1].Before(now.Add(-f.window))
+		if ok {
+			f.log = append([]time.Time{now}, f.log[:min(len(f.log), f.limit)]...)
+		}
+		reset = now.Truncate(time.Second).Add(f.window)
+		acquired := 0
+		for _, at := range f.log {
+			if !at.Before(now.Add(-f.window)) {
+				if acquired == 0 {
+					reset = at.Truncate(time.Second).Add(f.window)
+				}
+				acquired++
+			}
+		}
+		remaining = f.limit - acquired
+	} else {
+		if !f.expiry.After(now) {
+			f.count, f.expiry = 0, time.Time{}
+		}
+		f.count++
+		if f.elastic || f.count == 1 {
+			f.expiry = now.Add(f.window)
+		}
+		ok = f.count <= f.limit
+		remaining = max(0, f.limit-f.count)
+		reset = f.expiry.Truncate(time.Second)
+	}
+	f.mu.Unlock()
+	resetAt := reset.Add(time.Second).Truncate(time.Second) // int(reset + 1)
+	after := int64(resetAt.Sub(now) / time.Second)          // int(reset_at − now)
+	if !f.noHeader {
+		h := w.Header()
+		h.Set("X-RateLimit-Limit", strconv.Itoa(f.limit))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(resetAt.Unix(), 10))
+		if f.httpDate {
+			h.Set("Retry-After", resetAt.UTC().Format(http.TimeFormat))
+		} else {
+			h.Set("Retry-After", strconv.FormatInt(after, 10))
+		}
+		if !ok {
+			wait := time.Duration(after) * time.Second
+			if f.httpDate {
+				wait = resetAt.Sub(now)
+			}
+			if wait > 0 {
+				h.Set(askedWait, wait.String())
+			}
+		}
+	}
+	if !ok {
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	fmt.Fprint(w, "ok")
+}

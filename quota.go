@@ -78,6 +78,7 @@ type shape struct {
 	refill  bool
 	log     bool // its resets are no fixed window's ends: it counts exactly, as a sliding log does (slide)
 	settled bool // a refusal ended the search for its slack (slide)
+	counted bool // its window is the one the requests its answers counted bound (gate.counted), not reach's
 }
 
 // wallTime is a time a server wrote, in Unix nanoseconds; 0 is the zero
@@ -330,6 +331,16 @@ func (q *quota) bucket(s *headers.Quota, now time.Time) bool {
 	return false
 }
 
+// narrow sets a sliding window's length to w, shorter than its resets
+// made it (gate.counted): what remains comes back within w.
+func (q *quota) narrow(w time.Duration) {
+	q.window, q.counted = w, true
+	q.full = q.at
+	if q.limit > q.rmin && q.limit > 0 {
+		q.full = q.at.Add(time.Duration(float64(w) * float64(q.limit-q.rmin) / float64(q.limit)))
+	}
+}
+
 // sliding reports whether q was found to be a sliding window that reports
 // the current fixed window's end as its reset.
 func (q *quota) sliding() bool { return q.refill && q.window > 0 }
@@ -483,7 +494,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 			q.reach = max(q.reach, s.Reset.Sub(now))
 			// Windows are whole seconds: one that reached 1.07 s
 			// ahead is two seconds long.
-			if w := (q.reach + time.Second - 1).Truncate(time.Second); s.Window <= 0 && w > q.window {
+			if w := (q.reach + time.Second - 1).Truncate(time.Second); s.Window <= 0 && !q.counted && w > q.window {
 				q.window = w
 			}
 		}

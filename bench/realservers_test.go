@@ -54,6 +54,16 @@ import (
 //     the test starts): an exact sliding log, X-RateLimit-Reset in epoch
 //     seconds rounded down (the oldest entry's expiry), Retry-After the
 //     seconds to it truncated (mostly 0 at 1 s), or disableHeader.
+//   - Flask-Limiter (Python; Debian's python3-flask-limiter, 3.3 over
+//     limits 2.8, started by realservers/flask_servers.py, one process per
+//     server): X-RateLimit-Limit/Remaining/Reset (epoch seconds rounded
+//     up) and a Retry-After on every answer, successes included (the
+//     seconds to the reset, truncated: "1" on a 200), over its fixed
+//     window from a client's first request; its moving window (a sliding
+//     log whose reset is when the log will be empty, the newest entry's
+//     second plus the window plus one), with Retry-After in seconds or as
+//     an HTTP date; its elastic window (every request, refused or not,
+//     pushes the end a window on); and headers disabled (a bare 429).
 //
 // Every mode runs at issue 18's setting, 10 requests per 1 s window per
 // client; one mode of each server also at 20 per 1 s and at 5 per 2 s.
@@ -127,6 +137,7 @@ const (
 //     0–40, 1.01–1.03×. Held to what catches a storm: a pace doubled on
 //     a window's burst refused 14 a window (348 in 25 s at 25
 //     goroutines, fake time, before aimd.shown).
+//   - Flask-Limiter with headers disabled: a bare 429, as express's.
 //   - 50 ms ± 25 ms away each way (farSetting, Toxiproxy): a round trip
 //     of 50–150 ms. Windows are counted by the server's clock (span.end:
 //     brought forward by the shortest round trip seen, less a quarter),
@@ -147,6 +158,7 @@ var realMisses = map[string]struct {
 	"koa-ratelimit/redis-disable-header/10per1s": {50, 1.8},
 	"koa-ratelimit/redis/10per1s":                {10, 1.4},
 	"koa-ratelimit/redis/5per2s":                 {25, 1.4},
+	"flask-limiter/none/10per1s":                 {50, 1.8},
 
 	"express-rate-limit/none/10per1s-50goroutines":      {90, 2.2},
 	"koa-ratelimit/disable-header/10per1s-50goroutines": {90, 2.2},
@@ -155,6 +167,7 @@ var realMisses = map[string]struct {
 	"express-rate-limit/draft-7/10per1s-50ms-away":  {10, 1.25},
 	"express-rate-limit/legacy/10per1s-50ms-away":   {10, 1.25},
 	"@fastify/rate-limit/default/10per1s-50ms-away": {10, 1.25},
+	"flask-limiter/moving-window/10per1s-50ms-away": {10, 1.25},
 	"koa-ratelimit/headers/10per1s-50ms-away":       {10, 1.25},
 	"express-rate-limit/none/10per1s-50ms-away":     {50, 1.8},
 }
@@ -241,6 +254,7 @@ func realCases() []realCase {
 		{"express-rate-limit", []string{"legacy", "draft-6", "draft-7", "draft-8", "none"}},
 		{"@fastify/rate-limit", []string{"default", "draft", "continue-exceeding", "exponential-backoff"}},
 		{"koa-ratelimit", []string{"headers", "disable-header", "redis", "redis-disable-header"}},
+		{"flask-limiter", []string{"fixed-window", "moving-window", "moving-window-http-date", "elastic", "none"}},
 	}
 	var cs []realCase
 	for _, m := range modes {
@@ -252,6 +266,7 @@ func realCases() []realCase {
 		{"express-rate-limit", "draft-8"},
 		{"@fastify/rate-limit", "default"},
 		{"koa-ratelimit", "headers"},
+		{"flask-limiter", "moving-window"},
 	} {
 		cs = append(cs, realCase{c.server, c.mode, fasterSetting}, realCase{c.server, c.mode, longerSetting})
 	}
@@ -271,6 +286,7 @@ func realCases() []realCase {
 		{"express-rate-limit", "legacy"},
 		{"@fastify/rate-limit", "default"},
 		{"koa-ratelimit", "headers"},
+		{"flask-limiter", "moving-window"},
 		{"express-rate-limit", "none"},
 	} {
 		cs = append(cs, realCase{c.server, c.mode, farSetting})
@@ -490,13 +506,23 @@ func (c realCase) run(k realClient, url string) *realRun {
 	return r
 }
 
-// realServersDir is where servers.js and its node_modules are.
+// realServersDir is where servers.js and its node_modules are, and
+// flask_servers.py.
 const realServersDir = "realservers"
 
+// flaskLimiter is the Python server's name in a case, and flaskPython the
+// interpreter that has Debian's python3-flask-limiter (a pyenv or venv
+// python3 first on the PATH does not see Debian's packages).
+const (
+	flaskLimiter = "flask-limiter"
+	flaskPython  = "/usr/bin/python3"
+)
+
 // startRealServers starts one node process per server package with the
-// given specs (JSON, see servers.js), waits until each says "ready", and
-// returns the port each spec's server listens on, by its id. The processes
-// end with t.
+// given specs (JSON, see servers.js), and one Python process per
+// Flask-Limiter spec (flask_servers.py: a process is one interpreter lock),
+// waits until each says "ready", and returns the port each spec's server
+// listens on, by its id. The processes end with t.
 func startRealServers(t *testing.T, node string, specs map[string][]string) map[string]int {
 	type proc struct {
 		ready chan error
@@ -513,8 +539,23 @@ func startRealServers(t *testing.T, node string, specs map[string][]string) map[
 		ports = make(map[string]int)
 		procs []*proc
 	)
+	type run struct {
+		server string
+		argv   []string
+	}
+	var runs []run
 	for _, server := range slices.Sorted(maps.Keys(specs)) {
-		cmd := exec.Command(node, append([]string{"servers.js"}, specs[server]...)...)
+		if server != flaskLimiter {
+			runs = append(runs, run{server, append([]string{node, "servers.js"}, specs[server]...)})
+			continue
+		}
+		for _, spec := range specs[server] {
+			runs = append(runs, run{server, []string{flaskPython, "flask_servers.py", spec}})
+		}
+	}
+	for _, r := range runs {
+		server := r.server
+		cmd := exec.Command(r.argv[0], r.argv[1:]...)
 		cmd.Dir = realServersDir
 		stdin, err := cmd.StdinPipe() // closed when t ends: servers.js exits
 		if err != nil {
@@ -614,6 +655,9 @@ func realServersNode(t *testing.T) string {
 		if !fileExists(filepath.Join(realServersDir, "node_modules", pkg, "package.json")) {
 			missing(pkg + " not installed in bench/realservers/node_modules")
 		}
+	}
+	if err := exec.Command(flaskPython, "-c", "import flask_limiter").Run(); err != nil {
+		missing("Flask-Limiter not importable by " + flaskPython + " (apt-get install python3-flask-limiter)")
 	}
 	return node
 }

@@ -1,0 +1,106 @@
+package throttle
+
+import "time"
+
+// A sliding log counts exactly the requests it admitted within the last
+// window. An answer that says c of a client's requests are in it — its
+// limit less what remains — puts the window's length between how long
+// before the answered request the c-th admitted request went (that one
+// was still in the window; the answered one is the first) and how long
+// before it the (c+1)-th went (that one had left it), give or take the
+// jitter of the way there. Every such answer bounds the window, and the
+// bounds tighten as answers come: counted keeps them.
+//
+// It matters where a server's reset overstates the window: Flask-Limiter's
+// moving window writes when the log will be empty — its newest entry's
+// second, plus the window, plus one — and read as the furthest a window
+// reaches (quota.reach) that made a log of 10 a second one of 10 per two
+// seconds: twice the time its limit allows.
+
+// sendLogSize is how many sends the log keeps: the bounds need the c+1
+// sends before an answered one, so a window's limit up to a little less.
+const sendLogSize = 128
+
+// sendLog is a partition's last sends, by sequence number (ticket.seq),
+// and the bounds on one sliding quota's window its answers gave.
+type sendLog struct {
+	base  time.Time          // at is counted from base
+	at    [sendLogSize]int64 // nanoseconds after base; -1: refused (not in the log)
+	next  uint32             // the sequence number of the next send (from 1)
+	quota int                // the index of the quota the bounds are of
+	lo    time.Duration      // the window is longer than lo
+	hi    time.Duration      // and at most hi (0: unknown)
+}
+
+// add records a send at now and returns its sequence number.
+func (l *sendLog) add(now time.Time) uint32 {
+	l.next++
+	l.at[l.next%sendLogSize] = int64(now.Sub(l.base))
+	return l.next
+}
+
+// refused takes the request seq out of the log: a log keeps what it
+// admitted.
+func (l *sendLog) refused(seq uint32) {
+	if l.has(seq) {
+		l.at[seq%sendLogSize] = -1
+	}
+}
+
+// has reports whether seq is still in the log.
+func (l *sendLog) has(seq uint32) bool {
+	return seq != 0 && seq <= l.next && l.next-seq < sendLogSize
+}
+
+// count applies an answer to the request seq saying that c of the
+// client's requests were in the window, the request included: the window
+// is longer than the span back to the c-th admitted send and at most the
+// span back to the (c+1)-th, each widened by jitter. Bounds that cross
+// the ones before (the server is no exact log, or its window changed)
+// start over from this answer's.
+func (l *sendLog) count(seq uint32, c int64, jitter time.Duration) {
+	if c < 1 || !l.has(seq) || l.at[seq%sendLogSize] < 0 {
+		return
+	}
+	at := l.at[seq%sendLogSize]
+	var lo, hi time.Duration
+	found := int64(0)
+	for s := seq; l.has(s); s-- {
+		t := l.at[s%sendLogSize]
+		if t < 0 {
+			continue
+		}
+		found++
+		if found == c {
+			lo = time.Duration(at-t) - jitter
+		}
+		if found == c+1 {
+			hi = time.Duration(at-t) + jitter
+			break
+		}
+	}
+	if found < c {
+		return // the log does not reach back that far
+	}
+	if hi != 0 && l.hi != 0 && (lo >= l.hi || hi <= l.lo) {
+		l.lo, l.hi = lo, hi
+		return
+	}
+	l.lo = max(l.lo, lo)
+	if hi != 0 && (l.hi == 0 || hi < l.hi) {
+		l.hi = hi
+	}
+}
+
+// window is the window's length the bounds allow, when they allow a
+// single whole number of seconds (windows are configured in seconds), or 0.
+func (l *sendLog) window() time.Duration {
+	if l.hi == 0 {
+		return 0
+	}
+	w := (max(l.lo, 0)/time.Second + 1) * time.Second
+	if w > l.hi || w+time.Second <= l.hi {
+		return 0
+	}
+	return w
+}

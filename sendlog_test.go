@@ -1,0 +1,67 @@
+package throttle
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestSendLogBoundsTheWindow: answers that say how many of the client's
+// requests a sliding log holds bound its window between the sends that
+// count back to them; a window of a second, paced at 213 ms (a client
+// that took it for two seconds), is found from a few answers.
+func TestSendLogBoundsTheWindow(t *testing.T) {
+	l := sendLog{base: t0}
+	const step = 213 * time.Millisecond
+	var seqs []uint32
+	for i := range 20 {
+		seqs = append(seqs, l.add(t0.Add(time.Duration(i)*step)))
+	}
+	// A log of 1 s holds the answered request and the four before it
+	// (4 × 213 ms = 852 ms back; the fifth, 1,065 ms back, has left).
+	l.count(seqs[10], 5, 10*time.Millisecond)
+	assert.Equal(t, 852*time.Millisecond-10*time.Millisecond, l.lo)
+	assert.Equal(t, 1065*time.Millisecond+10*time.Millisecond, l.hi)
+	assert.Equal(t, time.Second, l.window())
+
+	// Too few answered yet to tell: the log does not reach back.
+	var short sendLog
+	short.base = t0
+	s := short.add(t0)
+	short.count(s, 3, 0)
+	assert.Zero(t, short.window())
+}
+
+// TestSendLogSkipsRefused: a refused request is not in a log (it keeps
+// what it admitted), so the count steps over it.
+func TestSendLogSkipsRefused(t *testing.T) {
+	l := sendLog{base: t0}
+	a := l.add(t0)                              // in
+	b := l.add(t0.Add(100 * time.Millisecond))  // refused
+	c := l.add(t0.Add(700 * time.Millisecond))  // in
+	d := l.add(t0.Add(1200 * time.Millisecond)) // answered: holds c and d
+	l.refused(b)
+	l.count(d, 2, 0)
+	assert.Equal(t, 500*time.Millisecond, l.lo, "back to c")
+	assert.Equal(t, 1200*time.Millisecond, l.hi, "back to a, not b")
+	assert.Equal(t, time.Second, l.window())
+	_ = a
+	_ = c
+}
+
+// TestSendLogStartsOver: bounds that cross the ones before (no exact log,
+// or a window that changed) are replaced, not narrowed to nothing; and
+// bounds that allow two whole seconds tell no window.
+func TestSendLogStartsOver(t *testing.T) {
+	l := sendLog{base: t0, lo: 1500 * time.Millisecond, hi: 1900 * time.Millisecond}
+	a := l.add(t0)
+	b := l.add(t0.Add(300 * time.Millisecond))
+	l.count(b, 1, 0) // in (0, 300 ms]: crosses (1.5 s, 1.9 s]
+	assert.Equal(t, time.Duration(0), l.lo)
+	assert.Equal(t, 300*time.Millisecond, l.hi)
+	assert.Zero(t, l.window(), "no whole second in (0, 300 ms]")
+	l.lo, l.hi = 500*time.Millisecond, 2500*time.Millisecond
+	assert.Zero(t, l.window(), "one second or two")
+	_ = a
+}
