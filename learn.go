@@ -428,6 +428,8 @@ func (g *gate) unexplained() bool {
 	return true
 }
 
+var zzDebug func(string, ...any)
+
 // learnQuotas applies the quotas an answer reports. It returns the end of
 // a pause a quota at zero started, or zero. g.mu must be held.
 func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
@@ -495,6 +497,9 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, timed, g.ver+1, sent, now)
 		if q.sliding() && q.reach > 0 && s.Limit > 0 {
 			g.counted(i, q, tk, a, s, now)
+		}
+		if zzDebug != nil {
+			zzDebug("%s ans %d rem %d: refill %v window %v reset %s guessed %v pace %v span lo %v hi %v open %s", now.Format("05.000"), a.status, s.Remaining, q.refill, q.window, q.reset.Format("05.000"), q.guessed, g.paceStep(), q.span.lo, q.span.hi, q.span.openAt.Format("05.000"))
 		}
 		if q.sliding() && tk.pause == g.pz.count {
 			// Sent since the last pause began: a success or a refusal

@@ -138,6 +138,16 @@ const (
 //     a window's burst refused 14 a window (348 in 25 s at 25
 //     goroutines, fake time, before aimd.shown).
 //   - Flask-Limiter with headers disabled: a bare 429, as express's.
+//   - Flask-Limiter's moving window: its reset is when the log will be
+//     empty; its window is found from what its answers count (sendlog.go)
+//     after a few windows waited out to that reset: 1.25–1.54× in an
+//     eight-window run (2.0–2.4× before), 1.07–1.11× in 250 units; 50 ms
+//     away 1.50–1.53× and 1.26–1.28×.
+//   - Flask-Limiter's elastic window (every request, refused or not,
+//     pushes its end a window on): 3.4× and 6 refusals in an eight-window
+//     run (4.1× once), 2.4× and 15 in 250 units. The Transport paces a window it takes
+//     for a sliding one, and each paced request pushes the end on; no
+//     client does well (go-retryablehttp never finishes).
 //   - 50 ms ± 25 ms away each way (farSetting, Toxiproxy): a round trip
 //     of 50–150 ms. Windows are counted by the server's clock (span.end:
 //     brought forward by the shortest round trip seen, less a quarter),
@@ -152,13 +162,18 @@ var realMisses = map[string]struct {
 	refusals int64
 	ratio    float64
 }{
-	"express-rate-limit/legacy/10per1s":          {10, 1.25},
-	"express-rate-limit/none/10per1s":            {50, 1.8},
-	"koa-ratelimit/disable-header/10per1s":       {50, 1.8},
-	"koa-ratelimit/redis-disable-header/10per1s": {50, 1.8},
-	"koa-ratelimit/redis/10per1s":                {10, 1.4},
-	"koa-ratelimit/redis/5per2s":                 {25, 1.4},
-	"flask-limiter/none/10per1s":                 {50, 1.8},
+	"express-rate-limit/legacy/10per1s":             {10, 1.25},
+	"express-rate-limit/none/10per1s":               {50, 1.8},
+	"koa-ratelimit/disable-header/10per1s":          {50, 1.8},
+	"koa-ratelimit/redis-disable-header/10per1s":    {50, 1.8},
+	"koa-ratelimit/redis/10per1s":                   {10, 1.4},
+	"koa-ratelimit/redis/5per2s":                    {25, 1.4},
+	"flask-limiter/none/10per1s":                    {50, 1.8},
+	"flask-limiter/moving-window/10per1s":           {10, 1.8},
+	"flask-limiter/moving-window-http-date/10per1s": {10, 1.8},
+	"flask-limiter/moving-window/20per1s":           {10, 1.8},
+	"flask-limiter/moving-window/5per2s":            {15, 1.8},
+	"flask-limiter/elastic/10per1s":                 {30, 5.0},
 
 	"express-rate-limit/none/10per1s-50goroutines":      {90, 2.2},
 	"koa-ratelimit/disable-header/10per1s-50goroutines": {90, 2.2},
@@ -167,7 +182,7 @@ var realMisses = map[string]struct {
 	"express-rate-limit/draft-7/10per1s-50ms-away":  {10, 1.25},
 	"express-rate-limit/legacy/10per1s-50ms-away":   {10, 1.25},
 	"@fastify/rate-limit/default/10per1s-50ms-away": {10, 1.25},
-	"flask-limiter/moving-window/10per1s-50ms-away": {10, 1.25},
+	"flask-limiter/moving-window/10per1s-50ms-away": {10, 1.8},
 	"koa-ratelimit/headers/10per1s-50ms-away":       {10, 1.25},
 	"express-rate-limit/none/10per1s-50ms-away":     {50, 1.8},
 }
@@ -450,7 +465,14 @@ func (c realCase) run(k realClient, url string) *realRun {
 	r := &realRun{wire: wire{base: base}}
 	defer r.wire.CloseIdleConnections()
 	total := c.total()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*c.ideal(total)+10*time.Second)
+	// A reference that never finishes stops at twice the ideal (and 10 s);
+	// ours are given four times, so that a case they are slow at (an
+	// elastic window, realMisses) is measured to its end.
+	limit := 2 * c.ideal(total)
+	if k != clientReference {
+		limit *= 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit+10*time.Second)
 	defer cancel()
 
 	var (
@@ -664,10 +686,33 @@ func realServersNode(t *testing.T) string {
 
 // TestInteropWithRealServers: see the comment at the top of the file.
 func TestInteropWithRealServers(t *testing.T) {
+	var cases []realCase
+	for _, c := range realCases() {
+		if c.server != flaskLimiter {
+			cases = append(cases, c)
+		}
+	}
+	runRealCases(t, cases)
+}
+
+// TestInteropWithFlaskLimiter: the same against Flask-Limiter, on its own:
+// a Python server per case beside the rest would load the 2-core machine
+// that times them all.
+func TestInteropWithFlaskLimiter(t *testing.T) {
+	var cases []realCase
+	for _, c := range realCases() {
+		if c.server == flaskLimiter {
+			cases = append(cases, c)
+		}
+	}
+	runRealCases(t, cases)
+}
+
+// runRealCases starts the servers of cases, runs each, and judges it.
+func runRealCases(t *testing.T, cases []realCase) {
 	node := realServersNode(t)
 	goroutinesSettle(t)
 	rdb := redistest.Start(t)
-	cases := realCases()
 	urls := make([][numRealClients]string, len(cases))
 	specs := make(map[string][]string)
 	id := func(i int, k realClient) string { return fmt.Sprintf("c%d-%d", i, k) }
