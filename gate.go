@@ -376,8 +376,8 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.pz.on || g.pz.probe || g.pz.probing || g.paceStep() > 0 || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() || g.is(capped) ||
-		(g.rl != nil && g.rl.rampSize > 0) {
+	if g.pz.on || g.pz.probe || g.pz.probing || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() || g.is(capped) ||
+		(g.rl != nil && (g.rl.pace.step > 0 || g.rl.rampSize > 0)) {
 		return false
 	}
 	return !g.hasQuotas()
@@ -403,9 +403,13 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	if g.pz.probe {
 		g.pz.probe, g.pz.probing = false, true
 	}
-	g.rampSent(now, tk)
-	if g.rl != nil && g.rl.sends != nil {
-		tk.seq = g.rl.sends.add(now)
+	if rl := g.rl; rl != nil {
+		if rl.rampSize > 0 {
+			g.rampSent(now, tk)
+		}
+		if rl.sends != nil {
+			tk.seq = rl.sends.add(now)
+		}
 	}
 	next, wire := g.nextSend, g.onWire()
 	for i := range g.quotas {

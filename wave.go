@@ -52,13 +52,10 @@ func (g *gate) rampHolds(now time.Time) bool {
 	return rl != nil && rl.rampSize > 0 && rl.rampLeft == 0 && rl.rampOut > 0 && now.Before(rl.rampEnd)
 }
 
-// rampSent counts a request let through at now in the ramp's batch, if
-// one is open, on its ticket. g.mu must be held.
+// rampSent counts a request let through at now in the ramp's batch, on
+// its ticket; the ramp is on (refusals.rampSize). g.mu must be held.
 func (g *gate) rampSent(now time.Time, tk *ticket) {
 	rl := g.rl
-	if rl == nil || rl.rampSize == 0 {
-		return
-	}
 	if rl.rampLeft == 0 {
 		// The batch was not all answered by rampEnd: the calls are slow,
 		// and the ramp ends.
