@@ -428,8 +428,6 @@ func (g *gate) unexplained() bool {
 	return true
 }
 
-var zzDebug func(string, ...any)
-
 // learnQuotas applies the quotas an answer reports. It returns the end of
 // a pause a quota at zero started, or zero. g.mu must be held.
 func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
@@ -498,9 +496,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		if q.sliding() && q.reach > 0 && s.Limit > 0 {
 			g.counted(i, q, tk, a, s, now)
 		}
-		if zzDebug != nil {
-			zzDebug("%s ans %d rem %d: refill %v window %v reset %s guessed %v pace %v span lo %v hi %v open %s", now.Format("05.000"), a.status, s.Remaining, q.refill, q.window, q.reset.Format("05.000"), q.guessed, g.paceStep(), q.span.lo, q.span.hi, q.span.openAt.Format("05.000"))
-		}
+
 		if q.sliding() && tk.pause == g.pz.count {
 			// Sent since the last pause began: a success or a refusal
 			// moves the search for a sliding log's slack.
@@ -541,7 +537,8 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 // at least as long as the furthest ahead they were: reach): how many of
 // the partition's admitted requests its window held bounds its length
 // (sendLog), and a window they bound shorter than reach made it is
-// taken. The first such answer starts the log. g.mu must be held.
+// taken (and, once taken, a longer one they bound later). The first such
+// answer starts the log. g.mu must be held.
 func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota, now time.Time) {
 	rl := g.refusals()
 	if rl.sends == nil {
@@ -557,7 +554,7 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 		return
 	}
 	l.count(tk.seq, s.Limit-s.Remaining, rl.rtt.jitter())
-	if w := l.window(); w > 0 && w < q.window {
+	if w := l.window(); w > 0 && (w < q.window || q.counted && w > q.window) {
 		q.narrow(w)
 	}
 }

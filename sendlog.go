@@ -9,7 +9,10 @@ import "time"
 // was still in the window; the answered one is the first) and how long
 // before it the (c+1)-th went (that one had left it), give or take the
 // jitter of the way there. Every such answer bounds the window, and the
-// bounds tighten as answers come: counted keeps them.
+// bounds tighten as answers come: counted keeps them. An answer whose
+// count reaches back past a request not answered yet bounds nothing: that
+// one may yet be refused, and so not be in the log (taken as in, it put a
+// real log of 5 per 2 s at one second, and drew 28 refusals of 250).
 //
 // It matters where a server's reset overstates the window: Flask-Limiter's
 // moving window writes when the log will be empty — its newest entry's
@@ -22,20 +25,33 @@ import "time"
 const sendLogSize = 128
 
 // sendLog is a partition's last sends, by sequence number (ticket.seq),
-// and the bounds on one sliding quota's window its answers gave.
+// what became of them, and the bounds on one sliding quota's window its
+// answers gave.
 type sendLog struct {
 	base  time.Time          // at is counted from base
-	at    [sendLogSize]int64 // nanoseconds after base; -1: refused (not in the log)
-	next  uint32             // the sequence number of the next send (from 1)
-	quota int                // the index of the quota the bounds are of
-	lo    time.Duration      // the window is longer than lo
-	hi    time.Duration      // and at most hi (0: unknown)
+	at    [sendLogSize]int64 // nanoseconds after base
+	state [sendLogSize]sendState
+	next  uint32        // the sequence number of the last send (from 1)
+	quota int           // the index of the quota the bounds are of
+	lo    time.Duration // the window is longer than lo
+	hi    time.Duration // and at most hi (0: unknown)
 }
+
+// sendState is what became of a send: not answered yet, admitted (in the
+// log), or refused (not in it).
+type sendState uint8
+
+const (
+	sendPending sendState = iota
+	sendAdmitted
+	sendRefused
+)
 
 // add records a send at now and returns its sequence number.
 func (l *sendLog) add(now time.Time) uint32 {
 	l.next++
 	l.at[l.next%sendLogSize] = int64(now.Sub(l.base))
+	l.state[l.next%sendLogSize] = sendPending
 	return l.next
 }
 
@@ -43,7 +59,14 @@ func (l *sendLog) add(now time.Time) uint32 {
 // admitted.
 func (l *sendLog) refused(seq uint32) {
 	if l.has(seq) {
-		l.at[seq%sendLogSize] = -1
+		l.state[seq%sendLogSize] = sendRefused
+	}
+}
+
+// admitted marks the request seq as in the log.
+func (l *sendLog) admitted(seq uint32) {
+	if l.has(seq) {
+		l.state[seq%sendLogSize] = sendAdmitted
 	}
 }
 
@@ -59,17 +82,21 @@ func (l *sendLog) has(seq uint32) bool {
 // the ones before (the server is no exact log, or its window changed)
 // start over from this answer's.
 func (l *sendLog) count(seq uint32, c int64, jitter time.Duration) {
-	if c < 1 || !l.has(seq) || l.at[seq%sendLogSize] < 0 {
+	if c < 1 || !l.has(seq) {
 		return
 	}
+	l.admitted(seq)
 	at := l.at[seq%sendLogSize]
 	var lo, hi time.Duration
 	found := int64(0)
 	for s := seq; l.has(s); s-- {
-		t := l.at[s%sendLogSize]
-		if t < 0 {
+		switch l.state[s%sendLogSize] {
+		case sendRefused:
 			continue
+		case sendPending:
+			return
 		}
+		t := l.at[s%sendLogSize]
 		found++
 		if found == c {
 			lo = time.Duration(at-t) - jitter

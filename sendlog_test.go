@@ -18,6 +18,9 @@ func TestSendLogBoundsTheWindow(t *testing.T) {
 	for i := range 20 {
 		seqs = append(seqs, l.add(t0.Add(time.Duration(i)*step)))
 	}
+	for _, s := range seqs[:10] {
+		l.admitted(s)
+	}
 	// A log of 1 s holds the answered request and the four before it
 	// (4 × 213 ms = 852 ms back; the fifth, 1,065 ms back, has left).
 	l.count(seqs[10], 5, 10*time.Millisecond)
@@ -31,6 +34,20 @@ func TestSendLogBoundsTheWindow(t *testing.T) {
 	s := short.add(t0)
 	short.count(s, 3, 0)
 	assert.Zero(t, short.window())
+
+	// A request before it not answered yet may still be refused, and so
+	// not be in the log: the count bounds nothing.
+	var pending sendLog
+	pending.base = t0
+	for i := range 10 {
+		seqs[i] = pending.add(t0.Add(time.Duration(i) * step))
+		if i != 7 {
+			pending.admitted(seqs[i])
+		}
+	}
+	pending.count(seqs[9], 5, 0)
+	assert.Zero(t, pending.hi)
+	assert.Zero(t, pending.lo)
 }
 
 // TestSendLogSkipsRefused: a refused request is not in a log (it keeps
@@ -41,13 +58,13 @@ func TestSendLogSkipsRefused(t *testing.T) {
 	b := l.add(t0.Add(100 * time.Millisecond))  // refused
 	c := l.add(t0.Add(700 * time.Millisecond))  // in
 	d := l.add(t0.Add(1200 * time.Millisecond)) // answered: holds c and d
+	l.admitted(a)
 	l.refused(b)
+	l.admitted(c)
 	l.count(d, 2, 0)
 	assert.Equal(t, 500*time.Millisecond, l.lo, "back to c")
 	assert.Equal(t, 1200*time.Millisecond, l.hi, "back to a, not b")
 	assert.Equal(t, time.Second, l.window())
-	_ = a
-	_ = c
 }
 
 // TestSendLogStartsOver: bounds that cross the ones before (no exact log,
@@ -57,11 +74,11 @@ func TestSendLogStartsOver(t *testing.T) {
 	l := sendLog{base: t0, lo: 1500 * time.Millisecond, hi: 1900 * time.Millisecond}
 	a := l.add(t0)
 	b := l.add(t0.Add(300 * time.Millisecond))
+	l.admitted(a)
 	l.count(b, 1, 0) // in (0, 300 ms]: crosses (1.5 s, 1.9 s]
 	assert.Equal(t, time.Duration(0), l.lo)
 	assert.Equal(t, 300*time.Millisecond, l.hi)
 	assert.Zero(t, l.window(), "no whole second in (0, 300 ms]")
 	l.lo, l.hi = 500*time.Millisecond, 2500*time.Millisecond
 	assert.Zero(t, l.window(), "one second or two")
-	_ = a
 }
