@@ -492,9 +492,19 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		// setting up of its connections (and is sent at resumed only
 		// as far as the gate knows).
 		timed := !tk.at.IsZero() && tk.seen > 0
+		if tk.probe && a.status >= 400 && s.Remaining == 0 && !q.refill && q.span.hi > 0 && !s.Reset.IsZero() && s.Reset.Sub(sent) > q.span.hi+spanClock {
+			// A probe of a window we took to have ended, refused, and the
+			// window ends further from it than a window lasts: the
+			// refusal itself pushed the end on.
+			q.restarts = true
+			g.refusals() // keeps lastSent from now on
+		}
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, timed, g.ver+1, sent, now)
 		if q.sliding() && q.reach > 0 && s.Limit > 0 {
 			g.counted(i, q, tk, a, s, now)
+		}
+		if q.restarts {
+			g.restarted(q)
 		}
 
 		if q.sliding() && tk.pause == g.pz.count {
@@ -530,6 +540,23 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		g.shorten(now)
 	}
 	return time.Time{}
+}
+
+// restarted puts the end of a window that every request restarts (q,
+// quota.restarts) a window after the last request let through, unless
+// the server's word is later: a reset it writes in whole seconds is read
+// as rounded up (the end lies up to a second before it), and one that
+// answered an earlier request said nothing of the requests after it.
+// The window's length is at most span's upper bound. g.mu must be held.
+func (g *gate) restarted(q *quota) {
+	if q.span.hi <= 0 || g.rl == nil || g.rl.lastSent.IsZero() || !q.known {
+		return
+	}
+	floor := q.reset
+	if !q.fine {
+		floor = floor.Add(-time.Second)
+	}
+	q.reset = maxTime(g.rl.lastSent.Add(q.span.hi), floor)
 }
 
 // counted applies what an answer to the request tk says of the sliding

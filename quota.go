@@ -79,6 +79,11 @@ type shape struct {
 	log     bool // its resets are no fixed window's ends: it counts exactly, as a sliding log does (slide)
 	settled bool // a refusal ended the search for its slack (slide)
 	counted bool // its window is the one the requests its answers counted bound (gate.counted), not reach's
+	// restarts: a refusal's reset lay further beyond it than a window
+	// lasts (span's upper bound): every request pushes the window's end a
+	// window on (Flask-Limiter's elastic window), so the end follows our
+	// last request (claim), not the window's first.
+	restarts bool
 }
 
 // wallTime is a time a server wrote, in Unix nanoseconds; 0 is the zero
@@ -358,6 +363,11 @@ func low(avail, limit int64) bool {
 // the request declared n, which then teaches q the average cost.
 func (q *quota) claim(now time.Time, n int64, declared bool) {
 	q.claimed += n
+	if q.restarts && q.known && q.span.hi > 0 && !now.IsZero() {
+		if end := now.Add(q.span.hi); end.After(q.reset) {
+			q.reset = end // restarted by this request (gate.restarted)
+		}
+	}
 	if q.known && !now.Before(q.reset) {
 		q.after += n
 	}
@@ -526,7 +536,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// epoch seconds. (A reset written relative to the answer — a
 		// bucket's next permit, a sliding log's next free slot — moves
 		// with each answer: nothing to tell a window's length by.)
-		if s.Limit > 0 && s.Remaining+q.after < s.Limit-1-s.Limit/10 && s.Reset.Nanosecond() == 0 && q.said.time().Nanosecond() == 0 {
+		if s.Limit > 0 && !q.restarts && s.Remaining+q.after < s.Limit-1-s.Limit/10 && s.Reset.Nanosecond() == 0 && q.said.time().Nanosecond() == 0 {
 			// Its window: as the server says, or the step between the
 			// resets it wrote (not ours, adjusted for sloppy servers).
 			q.window = s.Window
@@ -588,7 +598,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	}
 	q.span.learn(next, first, !q.fine, spent, timed, sent, said, now)
 
-	if end := q.span.end(!q.fine); !end.IsZero() && !guessed && end.Add(spanGain).Before(reset) {
+	if end := q.span.end(!q.fine); !end.IsZero() && !guessed && !q.restarts && end.Add(spanGain).Before(reset) {
 		reset = end
 	}
 	switch {
@@ -601,7 +611,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// past reset stays, and each probe after it is refused: this
 		// project's sliding log, 5 and 6 refusals of 120.)
 		q.reset = reset
-	case !guessed && !q.guessed && reset.Before(q.reset):
+	case !guessed && !q.guessed && !q.restarts && reset.Before(q.reset):
 		q.reset = reset
 	case guessed && reset.After(q.reset):
 		// Guesses (a reset that passed while units remained, a probe
