@@ -144,10 +144,16 @@ const (
 //     eight-window run (2.0–2.4× before), 1.07–1.11× in 250 units; 50 ms
 //     away 1.50–1.53× and 1.26–1.28×.
 //   - Flask-Limiter's elastic window (every request, refused or not,
-//     pushes its end a window on): 3.4× and 6 refusals in an eight-window
-//     run (4.1× once), 2.4× and 15 in 250 units. The Transport paces a window it takes
-//     for a sliding one, and each paced request pushes the end on; no
-//     client does well (go-retryablehttp never finishes).
+//     pushes its end a window on): found by a refused probe whose reset
+//     lies beyond a window from it (quota.restarts), then waited out a
+//     window after the last request: 1.52× and 2 refusals in an
+//     eight-window run, 1.32× and 4 in 250 units. But when the first
+//     refused probe comes while span's bound on the window is still a
+//     whole-second reset's two seconds, it is taken for a sliding
+//     window's, and the window is paced, each paced request pushing its
+//     end on: 4.0× and 24 (one run of two at 250 units; 3.4–4.1× in every
+//     run before quota.restarts). No client does well there
+//     (go-retryablehttp never finishes).
 //   - 50 ms ± 25 ms away each way (farSetting, Toxiproxy): a round trip
 //     of 50–150 ms. Windows are counted by the server's clock (span.end:
 //     brought forward by the shortest round trip seen, less a quarter),
