@@ -138,9 +138,11 @@ type refusals struct {
 	// sends: the partition's last sends, for a sliding log's window
 	// (sendlog.go); nil until a quota is found to slide.
 	sends *sendLog
-	// lastSent: when the last request was let through since this was
-	// made, for a window every request restarts (quota.restarts).
+	// lastSent: when the last request was let through, once a quota is
+	// found to be a window every request restarts (restarts,
+	// quota.restarts).
 	lastSent time.Time
+	restarts bool
 	// rtt is the round trip of the answers since the first refusal, as
 	// TCP keeps it: its spread is the jitter the pace leaves room for
 	// (paceInterval).
@@ -407,7 +409,9 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		g.pz.probe, g.pz.probing = false, true
 	}
 	if rl := g.rl; rl != nil {
-		rl.lastSent = now
+		if rl.restarts {
+			rl.lastSent = now
+		}
 		if rl.rampSize > 0 {
 			g.rampSent(now, tk)
 		}

@@ -497,7 +497,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 			// window ends further from it than a window lasts: the
 			// refusal itself pushed the end on.
 			q.restarts = true
-			g.refusals() // keeps lastSent from now on
+			g.refusals().restarts = true // keeps lastSent from now on
 		}
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, timed, g.ver+1, sent, now)
 		if q.sliding() && q.reach > 0 && s.Limit > 0 {
