@@ -141,7 +141,11 @@
 //     the rest (as long again as the first took, at least 50 ms and at
 //     most half a second),
 //     so that a refusal still on its way pauses the partition before a
-//     second wave meets the same limit. The creep beyond the rate
+//     second wave meets the same limit; and when they all succeeded
+//     without a word of limits, the requests that waited go one, then
+//     two, four, eight, each batch once the last is answered, until a
+//     batch as large as the first wave got through, so that a wave that
+//     spent a window costs one refusal, not a wave of them. The creep beyond the rate
 //     last refused waits thirty times that refusal's wait, since each
 //     probe beyond it may cost as much. A sliding window that reports
 //     its fixed window's end as its reset (go-chi/httprate) is recognised
@@ -149,7 +153,14 @@
 //     its limit; one whose resets step by other than whole windows counts
 //     exactly (a sliding log's oldest entry's expiry, koa-ratelimit over
 //     Redis), and the margin under its limit is searched down from 0.6
-//     requests a window to 0.1, a refusal ending the search.
+//     requests a window to 0.1, a refusal ending the search. A sliding
+//     log's window is also bounded by what its answers count: c of our
+//     requests in it puts the window between the sends c and c+1 back
+//     (Flask-Limiter's moving window writes its reset as when the log
+//     will be empty, a second or more beyond a window). A window every
+//     request restarts (Flask-Limiter's elastic window: a refused probe
+//     whose reset lies further from it than a window lasts) ends a window
+//     after the last request let through.
 //   - Final refusals (OpenAI's insufficient_quota, a request too large)
 //     neither pause nor teach anything: see Classify. An IETF quota whose
 //     unit is concurrent-requests bounds the requests in flight.
