@@ -540,3 +540,26 @@ func TestElasticWindowFollowsTheLastRequest(t *testing.T) {
 	// The first windows cost most: 1.33× over 100 units, 1.20× over 250.
 	assert.Less(t, r.ratio(), 1.4)
 }
+
+// TestRetryAfterOnSuccessIsNoPause: Flask-Limiter writes a Retry-After on
+// every answer, a success too ("1" while a window of a second lasts). A
+// wait is what a refusal asks for: on a 200 it pauses nothing, and a
+// server that says it on every answer is as fast as one that does not.
+func TestRetryAfterOnSuccessIsNoPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			n.Add(1)
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusOK)
+		})
+		tr := NewTransport(handlerTransport{h: h, latency: 10 * time.Millisecond})
+		defer tr.Close()
+		elapsed := drive(t, tr, 10, 100)
+		t.Logf("100 in %v", elapsed)
+		// Ten at a time, 20 ms each, and the first wave's ramp (a few
+		// round trips): nothing near a second's pause.
+		assert.Less(t, elapsed, 500*time.Millisecond)
+		assert.Equal(t, int64(100), n.Load())
+	})
+}
