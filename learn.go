@@ -506,7 +506,6 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		if q.restarts {
 			g.restarted(q)
 		}
-
 		if q.sliding() && tk.pause == g.pz.count {
 			// Sent since the last pause began: a success or a refusal
 			// moves the search for a sliding log's slack.

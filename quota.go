@@ -215,14 +215,12 @@ func (q *quota) readyAt(now time.Time, n int64, inflight int) time.Time {
 		return q.at.Add(time.Duration(need*span) + 1)
 	}
 	if !now.Before(q.reset) {
-		// The window's end as span guessed it has passed, and the room it
-		// had left is not asked about again yet (askAgain): what fits in
-		// it goes, what does not waits for that. (Let through, a guess a
-		// few seconds short of GitHub's ten-second GraphQL window put ten
-		// requests into the old window at once, one run in thirty.)
-		if ahead := q.span.ahead(); ahead > 0 && q.span.guess(!q.fine) > 0 {
-			return q.reset.Add(ahead)
-		}
+		// The window's end has passed, and the room it had left is not
+		// asked about again yet (askAgain): what fits in it goes, what
+		// does not waits for that. (Let through, a guess a few seconds
+		// short of GitHub's ten-second GraphQL window put ten requests
+		// into the old window at once, one run in thirty.)
+		return q.askAt(now, inflight)
 	}
 	return q.reset
 }
@@ -403,11 +401,17 @@ func (q *quota) unclaim(n int64) { q.claimed = max(q.claimed-n, 0) }
 // each window: a client 330 ms away that used a fifth of express's 150
 // per 2 s was held to 0.72 of its own pace).
 func (q *quota) askAgain(now time.Time, inflight int) bool {
-	ahead := q.span.ahead()
-	if ahead == 0 || q.span.guess(!q.fine) == 0 || q.avail(now, inflight) <= 0 {
-		return true // the reset is the server's, or nothing is left
+	return !now.Before(q.askAt(now, inflight))
+}
+
+// askAt is when q, a window quota, is to be asked about again once its
+// reset has passed (askAgain): at the reset when it is the server's or
+// nothing is left, else the way back after it.
+func (q *quota) askAt(now time.Time, inflight int) time.Time {
+	if ahead := q.span.ahead(); ahead > 0 && q.span.guess(!q.fine) > 0 && q.avail(now, inflight) > 0 {
+		return q.reset.Add(ahead)
 	}
-	return !now.Before(q.reset.Add(ahead))
+	return q.reset
 }
 
 // stale reports whether what the server said of q no longer holds: a

@@ -123,18 +123,12 @@ func TestSlidingWindowAlignedToItsCreation(t *testing.T) {
 // TestBurstRefusalHoldsTwoWindows: a server that took a burst of 15 and
 // then refused bare, counting the refusals against the next window
 // (apisim.PenaltyWindow), sees nothing more from the Transport until that
-// window has passed: its refusals are the third wave's (10 goroutines:
-// the first wave, the probe after it, the rest), at most a wave, and none
-// falls in the window in debt.
+// window has passed: its refusals come after the first wave of 10 got
+// through (in the ramp of batches after it, gate.ramp), at most a wave,
+// and none falls in the window in debt.
 func TestBurstRefusalHoldsTwoWindows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		s := apisim.NewPenaltyWindow(15, time.Second)
-		tr := NewTransport(&apisim.Transport{Handler: s, Latency: 10 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1})
-		defer tr.Close()
-		elapsed := drive(t, tr, 10, 60)
-		st := s.Snapshot()
-		t.Logf("%d ok, %d refused, elapsed %v", st.Admitted, st.Refused, elapsed)
+		start, st, elapsed := penaltyRun(t, 15, 60)
 		assert.NotEmpty(t, st.Refusals)
 		assert.LessOrEqual(t, len(st.Refusals), 10)
 		for _, at := range st.Refusals {
@@ -152,19 +146,29 @@ func TestBurstRefusalHoldsTwoWindows(t *testing.T) {
 // whole second wave was refused before (10).
 func TestSilentWaveProbes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		s := apisim.NewPenaltyWindow(10, time.Second)
-		tr := NewTransport(&apisim.Transport{Handler: s, Latency: 10 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1})
-		defer tr.Close()
-		elapsed := drive(t, tr, 10, 40)
-		st := s.Snapshot()
-		t.Logf("%d ok, %d refused, elapsed %v", st.Admitted, st.Refused, elapsed)
+		start, st, elapsed := penaltyRun(t, 10, 40)
 		require.Len(t, st.Refusals, 1)
 		assert.Less(t, st.Refusals[0].Sub(start), 100*time.Millisecond, "the probe follows the first wave")
 		// 10 in the first window, 9 in the next (the probe's debt), then
 		// 21 at just under 10 a second.
 		assert.Less(t, elapsed, 5*time.Second)
 	})
+}
+
+// penaltyRun drives total units with 10 goroutines through a Transport to
+// an apisim.PenaltyWindow of limit a second, 10 ms ± 5 ms away, inside a
+// synctest bubble; it returns when the run started, what the server saw
+// and how long it took.
+func penaltyRun(t *testing.T, limit, total int) (start time.Time, st apisim.Stats, elapsed time.Duration) {
+	t.Helper()
+	start = time.Now()
+	s := apisim.NewPenaltyWindow(limit, time.Second)
+	tr := NewTransport(&apisim.Transport{Handler: s, Latency: 10 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1})
+	defer tr.Close()
+	elapsed = drive(t, tr, 10, total)
+	st = s.Snapshot()
+	t.Logf("%d ok, %d refused, elapsed %v", st.Admitted, st.Refused, elapsed)
+	return start, st, elapsed
 }
 
 // onWireLog is a silent server that records how many requests it is
