@@ -158,9 +158,11 @@
 //     requests in it puts the window between the sends c and c+1 back
 //     (Flask-Limiter's moving window writes its reset as when the log
 //     will be empty, a second or more beyond a window). A window every
-//     request restarts (Flask-Limiter's elastic window: a refused probe
-//     whose reset lies further from it than a window lasts) ends a window
-//     after the last request let through.
+//     request restarts (Flask-Limiter's elastic window) is told by a
+//     refusal that pushed its reset a second or more on while every
+//     answer's reset lay a whole number of seconds (rounded up) after its
+//     request; it then ends a window after the last request reached the
+//     server, and the next opens without a probe.
 //   - Final refusals (OpenAI's insufficient_quota, a request too large)
 //     neither pause nor teach anything: see Classify. An IETF quota whose
 //     unit is concurrent-requests bounds the requests in flight.

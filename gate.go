@@ -138,10 +138,10 @@ type refusals struct {
 	// sends: the partition's last sends, for a sliding log's window
 	// (sendlog.go); nil until a quota is found to slide.
 	sends *sendLog
-	// lastSent: when the last request was let through, once a quota is
-	// found to be a window every request restarts (restarts,
-	// quota.restarts).
-	lastSent time.Time
+	// lastHit: when the last request let through reached the server, at
+	// the latest (its answer's arrival), once a quota is found to be a
+	// window every request restarts (restarts, gate.restarted).
+	lastHit  time.Time
 	restarts bool
 	// rtt is the round trip of the answers since the first refusal, as
 	// TCP keeps it: its spread is the jitter the pace leaves room for
@@ -317,7 +317,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 		resumed = true
 	}
 	for i := range g.quotas {
-		if q := &g.quotas[i]; q.stale(now) && q.askAgain(now, g.onWire()) {
+		if q := &g.quotas[i]; q.stale(now) && !g.renew(q, now) && q.askAgain(now, g.onWire()) {
 			q.known, g.pz.probe = false, true
 		}
 	}
@@ -410,7 +410,9 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	}
 	if rl := g.rl; rl != nil {
 		if rl.restarts {
-			rl.lastSent = now
+			for i := range g.quotas {
+				g.quotas[i].restartedBy(now)
+			}
 		}
 		if rl.rampSize > 0 {
 			g.rampSent(now, tk)

@@ -492,19 +492,16 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		// setting up of its connections (and is sent at resumed only
 		// as far as the gate knows).
 		timed := !tk.at.IsZero() && tk.seen > 0
-		if tk.probe && a.status >= 400 && s.Remaining == 0 && !q.refill && q.span.hi > 0 && !s.Reset.IsZero() && s.Reset.Sub(sent) > q.span.hi+spanClock {
-			// A probe of a window we took to have ended, refused, and the
-			// window ends further from it than a window lasts: the
-			// refusal itself pushed the end on.
-			q.restarts = true
-			g.refusals().restarts = true // keeps lastSent from now on
+		if g.restartable(q, tk, a, s, sent, now) {
+			q.restart()
+			g.refusals().restarts = true // keeps lastHit from now on
 		}
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, timed, g.ver+1, sent, now)
 		if q.sliding() && q.reach > 0 && s.Limit > 0 {
 			g.counted(i, q, tk, a, s, now)
 		}
 		if q.restarts {
-			g.restarted(q)
+			g.restarted(q, now)
 		}
 		if q.sliding() && tk.pause == g.pz.count {
 			// Sent since the last pause began: a success or a refusal
@@ -517,9 +514,11 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 			}
 		}
 		learned = true
-		if s.Remaining == 0 && !q.refill {
+		if s.Remaining == 0 && !q.refill && !q.restarts {
 			// A window at zero: nothing before its reset. (A refilling
-			// quota at zero only waits for what refills: readyAt.)
+			// quota at zero only waits for what refills, and a window
+			// every request restarts for its end, which it renews
+			// without a probe: readyAt.)
 			until = maxTime(until, q.reset)
 		}
 	}
@@ -541,21 +540,60 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	return time.Time{}
 }
 
+// restartable applies an answer to the request tk, sent at sent, to the
+// hypothesis that q is a window every request restarts (stretch), and
+// reports whether the answer shows it is one: a refusal that pushed the
+// window's end on — its reset lies a second or more past the one the
+// server last wrote, or, for a probe of a window we took to have ended,
+// further from it than a window lasts (span's upper bound) — while every
+// answer so far fits such a window. An answer that fits none ends the
+// hypothesis, and a window taken for one goes back to what its resets
+// say. g.mu must be held.
+func (g *gate) restartable(q *quota, tk *ticket, a *answer, s *headers.Quota, sent, now time.Time) bool {
+	if a.refill || s.Reset.IsZero() || s.Limit <= 0 || q.fine || !wholeSeconds(s.Reset, now) {
+		return false
+	}
+	q.stretch.learn(s.Reset, sent, now)
+	if q.stretch.window() == 0 {
+		q.restarts = false
+		return false
+	}
+	if q.restarts || a.status < 400 || s.Remaining != 0 {
+		return false
+	}
+	// Both resets are rounded up: a second or more apart, the end moved.
+	pushed := q.said != 0 && s.Reset.Sub(q.said.time()) >= time.Second
+	beyond := tk.probe && !q.refill && q.span.hi > 0 && s.Reset.Sub(sent) > q.span.hi+spanClock
+	return pushed || beyond
+}
+
+// renew opens the next window of q if it is one every request restarts
+// (quota.renew), and no request is on the wire that may yet push its end
+// on. g.mu must be held.
+func (g *gate) renew(q *quota, now time.Time) bool {
+	return q.restarts && g.inflight == 0 && q.renew(now)
+}
+
 // restarted puts the end of a window that every request restarts (q,
-// quota.restarts) a window after the last request let through, unless
-// the server's word is later: a reset it writes in whole seconds is read
-// as rounded up (the end lies up to a second before it), and one that
-// answered an earlier request said nothing of the requests after it.
-// The window's length is at most span's upper bound. g.mu must be held.
-func (g *gate) restarted(q *quota) {
-	if q.span.hi <= 0 || g.rl == nil || g.rl.lastSent.IsZero() || !q.known {
+// quota.restarts) a window after the last request reached the server
+// (lastHit): by the time its answer came, now for this one, less half
+// the shortest round trip span trusts (the way back is no shorter) —
+// unless the server's word is later: a reset it writes in whole seconds
+// is read as rounded up (the end lies up to a second before it). The
+// window's length is what its answers allow (stretch), else span's
+// upper bound. g.mu must be held.
+func (g *gate) restarted(q *quota, now time.Time) {
+	rl := g.refusals()
+	rl.lastHit = maxTime(rl.lastHit, now.Add(-q.span.ways()/2))
+	w := q.lasts()
+	if w <= 0 || !q.known {
 		return
 	}
 	floor := q.reset
 	if !q.fine {
 		floor = floor.Add(-time.Second)
 	}
-	q.reset = maxTime(g.rl.lastSent.Add(q.span.hi), floor)
+	q.reset = maxTime(rl.lastHit.Add(w), floor)
 }
 
 // counted applies what an answer to the request tk says of the sliding

@@ -780,11 +780,10 @@ func (f *flaskLimiter) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 			h.Set("Retry-After", strconv.FormatInt(after, 10))
 		}
 		if !ok {
-			wait := time.Duration(after) * time.Second
-			if f.httpDate {
-				wait = resetAt.Sub(now)
-			}
-			if wait > 0 {
+			// The wait a refusal asks for is until the latest of what it
+			// says (headers.Info.Delay): its X-RateLimit-Reset, a second
+			// beyond its truncated Retry-After.
+			if wait := resetAt.Sub(now); wait > 0 {
 				h.Set(askedWait, wait.String())
 			}
 		}

@@ -53,6 +53,12 @@ type word struct {
 	fine    bool  // the server wrote a reset finer than the second
 	heard   uint8 // answers applied, up to 255 (only "more than one" is asked)
 	rises   bool  // more remained in a later answer of the same window: not spread (pace)
+	// restarts: a refusal pushed the window's end on, and every answer
+	// fit a window that every request restarts (shape.stretch): each
+	// pushes the end a window on (Flask-Limiter's elastic window), so the
+	// end follows our last request (claim), not the window's first.
+	restarts bool
+	unit     unitKind // what headers.Quota.Unit says q counts
 }
 
 // shape is what a quota's answers show it to be: what it counts (unit),
@@ -71,7 +77,6 @@ type shape struct {
 	slid       int16  // successes at this slack, up to slackRun
 	bucketUsed uint16 // the units spent the answer bucket samples said, up to 65535; 0: no sample
 
-	unit unitKind // what headers.Quota.Unit says q counts
 	// refill: the quota refills continuously (OpenAI's and Anthropic's
 	// buckets, a sliding window), so limit−rmin come back evenly from at to
 	// full, rather than all at reset.
@@ -79,11 +84,8 @@ type shape struct {
 	log     bool // its resets are no fixed window's ends: it counts exactly, as a sliding log does (slide)
 	settled bool // a refusal ended the search for its slack (slide)
 	counted bool // its window is the one the requests its answers counted bound (gate.counted), not reach's
-	// restarts: a refusal's reset lay further beyond it than a window
-	// lasts (span's upper bound): every request pushes the window's end a
-	// window on (Flask-Limiter's elastic window), so the end follows our
-	// last request (claim), not the window's first.
-	restarts bool
+	// stretch: whether it is a window every request restarts (restarts).
+	stretch stretch
 }
 
 // wallTime is a time a server wrote, in Unix nanoseconds; 0 is the zero
@@ -358,6 +360,49 @@ func (q *quota) narrow(w time.Duration) {
 // the current fixed window's end as its reset.
 func (q *quota) sliding() bool { return q.refill && q.window > 0 }
 
+// lasts is how long a window every request restarts (restarts) lasts
+// after the last request reached it: the length its answers allow
+// (stretch), or else span's upper bound; 0 if unknown.
+func (q *quota) lasts() time.Duration {
+	if w := q.stretch.window(); w > 0 {
+		return w
+	}
+	return q.span.hi
+}
+
+// renew opens the next window of q, a window every request restarts
+// (restarts) whose end has passed: nothing reached it for a window, so
+// it is empty, and its end follows the requests sent from now (claim).
+// It reports whether it did; other windows are asked about (askAgain).
+func (q *quota) renew(now time.Time) bool {
+	if !q.restarts || q.limit <= 0 || q.stretch.window() == 0 {
+		return false
+	}
+	q.rmin, q.at, q.reset, q.guessed = q.limit, now, now.Add(q.lasts()), false
+	return true
+}
+
+// restartedBy pushes the end of q, a window every request restarts
+// (restarts), a window past now, when a request was let through: it
+// reaches the server later still, and its answer says when by
+// (gate.restarted).
+func (q *quota) restartedBy(now time.Time) {
+	if w := q.lasts(); q.restarts && q.known && w > 0 {
+		if end := now.Add(w); end.After(q.reset) {
+			q.reset = end
+		}
+	}
+}
+
+// restart takes q for a window every request restarts (restarts): it
+// is no sliding window, whatever its pushed resets looked like.
+func (q *quota) restart() {
+	q.restarts = true
+	if q.sliding() {
+		q.refill, q.window, q.reach, q.log, q.counted = false, 0, 0, false, false
+	}
+}
+
 // low reports whether a quota is low enough to pace: a tenth of the limit
 // or less (when the limit is unknown, ten units or fewer).
 func low(avail, limit int64) bool {
@@ -371,11 +416,6 @@ func low(avail, limit int64) bool {
 // the request declared n, which then teaches q the average cost.
 func (q *quota) claim(now time.Time, n int64, declared bool) {
 	q.claimed += n
-	if q.restarts && q.known && q.span.hi > 0 && !now.IsZero() {
-		if end := now.Add(q.span.hi); end.After(q.reset) {
-			q.reset = end // restarted by this request (gate.restarted)
-		}
-	}
 	if q.known && !now.Before(q.reset) {
 		q.after += n
 	}

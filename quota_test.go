@@ -19,11 +19,11 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // tokens as the sum of declared *-tokens, else the recent average.
 func TestQuotaCharge(t *testing.T) {
 	c := costsOf(WithCost(WithCost(context.Background(), "input-tokens", 300), "output-tokens", 50))
-	assert.EqualValues(t, 300, (&quota{name: "input-tokens", shape: shape{unit: unitOther}}).charge(c))
-	assert.EqualValues(t, 1, (&quota{name: "requests", shape: shape{unit: unitRequests}}).charge(c))
+	assert.EqualValues(t, 300, (&quota{name: "input-tokens", word: word{unit: unitOther}}).charge(c))
+	assert.EqualValues(t, 1, (&quota{name: "requests", word: word{unit: unitRequests}}).charge(c))
 	assert.EqualValues(t, 1, (&quota{name: "core"}).charge(c), "a name that says nothing of its unit")
-	assert.EqualValues(t, 350, (&quota{name: "tokens", shape: shape{unit: unitOther}}).charge(c))
-	q := &quota{name: "tokens", shape: shape{unit: unitOther}, word: word{known: true, reset: t0.Add(time.Minute)}}
+	assert.EqualValues(t, 350, (&quota{name: "tokens", word: word{unit: unitOther}}).charge(c))
+	q := &quota{name: "tokens", word: word{unit: unitOther, known: true, reset: t0.Add(time.Minute)}}
 	assert.EqualValues(t, 1, q.charge(nil), "nothing declared yet")
 	q.claim(t0, 800, true)
 	q.claim(t0, 1600, true)
