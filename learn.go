@@ -492,7 +492,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		// setting up of its connections (and is sent at resumed only
 		// as far as the gate knows).
 		timed := !tk.at.IsZero() && tk.seen > 0
-		if g.restartable(q, tk, a, s, sent, now) {
+		if s.Remaining*2 <= s.Limit && g.restartable(q, tk, a, s, sent, now) {
 			q.restart()
 			g.refusals().restarts = true // keeps lastHit from now on
 		}
@@ -548,7 +548,10 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 // further from it than a window lasts (span's upper bound) — while every
 // answer so far fits such a window. An answer that fits none ends the
 // hypothesis, and a window taken for one goes back to what its resets
-// say. g.mu must be held.
+// say. learnQuotas asks only of answers that say half the limit or less
+// remains: those of a window far from its end tell nothing a later one
+// does not (and GitHub's hourly 5,000 need not pay for them). g.mu must
+// be held.
 func (g *gate) restartable(q *quota, tk *ticket, a *answer, s *headers.Quota, sent, now time.Time) bool {
 	if a.refill || s.Reset.IsZero() || s.Limit <= 0 || q.fine || !wholeSeconds(s.Reset, now) {
 		return false
