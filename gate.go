@@ -57,14 +57,14 @@ type family struct {
 // model is what the server said, each part a model of its own, fed what
 // the answers say: the quotas it reports (quota.go), the pause a refusal
 // or an empty quota asks for (pause), the pace its refusals teach when it
-// advertises no quota that explains them (refusals, aimd.go), and where in
+// advertises no quota that explains them (traits, aimd.go), and where in
 // their second its whole-second resets fall (whole.go).
 type model struct {
 	quotas []quota // made with the first, at most maxQuotas; a slot keeps its name for good
 	ver    int64   // answers with quotas applied so far
 	pz     pause
-	rf     cycle     // what refusals are measured against: every gate counts
-	rl     *refusals // what refusals taught: nil until one does (refusals)
+	rf     cycle   // what refusals are measured against: every gate counts
+	rl     *traits // what the server was found to do beyond its quotas: nil until needed (traits)
 	ws     wholeSecond
 }
 
@@ -103,50 +103,65 @@ type cycle struct {
 	answered int64     // answers learned from so far
 }
 
-// refusals is what a partition's refusals teach when no quota it reports
-// explains them: the pace (aimd). Most partitions are never refused: a
-// gate makes it with the first refusal that needs it (refusals).
-type refusals struct {
+// traits is what a partition's server was found to do beyond what its
+// quotas say: the pace its refusals teach when no quota explains them
+// (aimd), a first refused burst's hold, the first wave's ramp, the
+// sends a sliding log's window is read from, a window every request
+// restarts, and the round trip. Most partitions never need it: a gate
+// makes it with the first answer that does (traits).
+type traits struct {
 	pace       aimd
 	waveStatus int           // the status of the first refusal, while the pace's wave is pending
 	beside     bool          // pace was learnt beside quotas, from refusals they did not explain
 	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
 	owedWait   time.Duration // that wait
 	measured   time.Duration // while the pace is a first refusal's guess, the step that refusal measured (firstPace); zero: none
-	// A first bare refusal's wave (burstHold): when it came back, the
-	// refusals of its wave counted so far (0 once its pause has ended),
-	// and the end of the hold it set, while the pause is that hold.
-	burstAt time.Time
-	debt    int
-	holdEnd time.Time
-	held    int64 // pz.count of the pause that was the first burst's hold; 0: none
-	// waveEnd: until when requests wait for the rest of the first
-	// wave's answers, which may carry refusals (waveOut); zero: none has
-	// waited. Here, not in every gate: only a partition whose first
-	// requests went together waits for them.
-	waveEnd time.Time
-	// ramp: after a first wave that all succeeded in silence, the
-	// requests that waited for it go in batches doubling from one (the
-	// gate's ramp): the size of the batch (0: no ramp), its places not
-	// yet taken, its requests not yet answered, until when it is waited
-	// for, how long that is after its last request went, and the first
-	// wave's size, where the ramp ends.
-	rampSize, rampLeft, rampOut int
-	rampEnd                     time.Time
-	rampWait                    time.Duration
-	rampTop                     int
+	burst      burstState
+	ramp       rampState
 	// sends: the partition's last sends, for a sliding log's window
 	// (sendlog.go); nil until a quota is found to slide.
-	sends *sendLog
-	// lastHit: when the last request let through reached the server, at
-	// the latest (its answer's arrival), once a quota is found to be a
-	// window every request restarts (restarts, gate.restarted).
-	lastHit  time.Time
-	restarts bool
+	sends   *sendLog
+	restart restartState
 	// rtt is the round trip of the answers since the first refusal, as
 	// TCP keeps it: its spread is the jitter the pace leaves room for
 	// (paceInterval).
 	rtt roundTrip
+}
+
+// burstState is a first bare refusal's wave (burstHold): when it came
+// back, the refusals of its wave counted so far (0 once its pause has
+// ended), and the end of the hold it set, while the pause is that hold.
+type burstState struct {
+	at      time.Time
+	debt    int
+	holdEnd time.Time
+	held    int64 // pz.count of the pause that was the first burst's hold; 0: none
+}
+
+// rampState is the first wave's: waveEnd, until when requests wait for
+// the rest of its answers, which may carry refusals (waveOut; zero: none
+// has waited; here, not in every gate: only a partition whose first
+// requests went together waits for them); and after a first wave that
+// all succeeded in silence, the batches doubling from one that the
+// requests that waited for it go in (the gate's ramp): the size of the
+// batch (0: no ramp), its places not yet taken, its requests not yet
+// answered, until when it is waited for, how long that is after its last
+// request went, and the first wave's size, where the ramp ends.
+type rampState struct {
+	waveEnd         time.Time
+	size, left, out int
+	end             time.Time
+	wait            time.Duration
+	top             int
+}
+
+// restartState is what the gate keeps once a quota is found to be a
+// window every request restarts (on; quota.restarts): when the last
+// request let through reached the server, at the latest (its answer's
+// arrival; gate.restarted).
+type restartState struct {
+	lastHit time.Time
+	on      bool
 }
 
 // roundTrip is a smoothed round trip and its mean deviation (RFC 6298).
@@ -174,18 +189,18 @@ func (t *roundTrip) jitter() time.Duration { return min(4*t.rttvar, jitterMax) }
 // until its slot, a slow call), which the way there does not.
 const jitterMax = 20 * time.Millisecond
 
-// refusals returns what g's refusals taught, making it on first use.
-// Paths every request takes read the pace through paceStep instead, and
-// leave it nil. g.mu must be held.
-func (g *gate) refusals() *refusals {
+// traits returns what g found its server to do beyond its quotas,
+// making it on first use. Paths every request takes read the pace
+// through paceStep instead, and leave it nil. g.mu must be held.
+func (g *gate) traits() *traits {
 	if g.rl == nil {
-		g.rl = new(refusals)
+		g.rl = new(traits)
 	}
 	return g.rl
 }
 
 // paceStep is the interval of the pace refusals taught, or 0: what
-// refusals().pace.step is, without making it. g.mu must be held.
+// traits().pace.step is, without making it. g.mu must be held.
 func (g *gate) paceStep() time.Duration {
 	if g.rl == nil {
 		return 0
@@ -221,8 +236,8 @@ type gwaiter struct {
 // its place in the order of admissions, and what it claimed of each quota.
 type ticket struct {
 	probe  bool
-	ramp   bool      // sent in a batch of the ramp after a silent first wave (refusals.ramp)
-	seq    uint32    // its place in the send log (refusals.sends), or 0
+	ramp   bool      // sent in a batch of the ramp after a silent first wave (traits.ramp)
+	seq    uint32    // its place in the send log (traits.sends), or 0
 	late   bool      // its answer comes after it is settled (a stream's status): it leaves the first wave then (leaveWave)
 	ver    int64     // g.ver when the request was let through
 	pause  int64     // g.pz.count when the request was let through
@@ -274,43 +289,43 @@ func (g *gate) storeWire() {
 func (g *gate) advance(now time.Time) (resumed bool) {
 	if g.waveOut() {
 		switch {
-		case g.refusals().waveEnd.IsZero():
+		case g.traits().ramp.waveEnd.IsZero():
 			// The first request to wait for the first wave's answers
 			// waits for as long again as the first answers took, at
 			// least waveWaitMin and at most waveWaitMax: one slow call of
 			// the first wave (a long poll) holds the others back once,
 			// and not for long.
-			g.rl.waveEnd = now.Add(min(max(now.Sub(g.rf.resumed), waveWaitMin), waveWaitMax))
-		case !now.Before(g.rl.waveEnd):
+			g.rl.ramp.waveEnd = now.Add(min(max(now.Sub(g.rf.resumed), waveWaitMin), waveWaitMax))
+		case !now.Before(g.rl.ramp.waveEnd):
 			g.wave = 0 // the stragglers are not waited for
 			g.ramp(now)
 		}
 	}
 	if g.pz.on && !now.Before(g.pz.until) {
-		if rl := g.refusals(); rl.pace.settleWave(g.rf.ok) > 0 {
+		if rl := g.traits(); rl.pace.settleWave(g.rf.ok) > 0 {
 			// The first refusal ended a burst after all: hold on, for
 			// what is left of the hold it would have set.
-			if until := rl.burstAt.Add(rl.burstHold(g.rf.ok)); until.After(now) {
-				g.pz.until, rl.holdEnd, rl.held = minTime(until, now.Add(g.maxPause)), until, g.pz.count
+			if until := rl.burst.at.Add(rl.burstHold(g.rf.ok)); until.After(now) {
+				g.pz.until, rl.burst.holdEnd, rl.burst.held = minTime(until, now.Add(g.maxPause)), until, g.pz.count
 				g.pz.asked = true
 				g.held.Store(&Event{Kind: EventPaused, Key: g.key, Until: g.pz.until, Status: rl.waveStatus})
 				return false
 			}
 		}
-		if rl := g.rl; rl.debt > 0 {
+		if rl := g.rl; rl.burst.debt > 0 {
 			// The first burst's hold is over, and all its wave's answers
 			// are in: what the burst let through is the pace's rate.
 			rl.pace.recount(g.rf.ok)
-			rl.debt, rl.holdEnd = 0, time.Time{}
+			rl.burst.debt, rl.burst.holdEnd = 0, time.Time{}
 		}
-		if !g.refusals().owed.IsZero() {
+		if !g.traits().owed.IsZero() {
 			// A refusal that asked for a wait and taught no pace, as no
 			// success had been counted when it came back: the answers of
 			// the wave it ended have been counted since.
-			if g.rf.ok > 0 && g.refusals().pace.step == 0 {
-				g.firstPace(g.refusals().owed.Sub(g.rf.resumed), g.refusals().owedWait)
+			if g.rf.ok > 0 && g.traits().pace.step == 0 {
+				g.firstPace(g.traits().owed.Sub(g.rf.resumed), g.traits().owedWait)
 			}
-			g.refusals().owed = time.Time{}
+			g.traits().owed = time.Time{}
 		}
 		g.pz.on, g.pz.asked = false, false
 		g.rf.resumed, g.rf.ok = now, 0
@@ -339,10 +354,10 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 	switch {
 	case !g.pz.until.IsZero() && now.Before(g.pz.until):
 		wake = g.pz.until
-	case g.waveOut() && g.rl != nil && now.Before(g.rl.waveEnd):
-		wake = g.rl.waveEnd
+	case g.waveOut() && g.rl != nil && now.Before(g.rl.ramp.waveEnd):
+		wake = g.rl.ramp.waveEnd
 	case g.rampHolds(now):
-		wake = g.rl.rampEnd
+		wake = g.rl.ramp.end
 	case g.pz.probing:
 	case g.full():
 	default:
@@ -382,7 +397,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
 	if g.pz.on || g.pz.probe || g.pz.probing || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() || g.is(capped) ||
-		(g.rl != nil && (g.rl.pace.step > 0 || g.rl.rampSize > 0)) {
+		(g.rl != nil && (g.rl.pace.step > 0 || g.rl.ramp.size > 0)) {
 		return false
 	}
 	return !g.hasQuotas()
@@ -409,12 +424,12 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		g.pz.probe, g.pz.probing = false, true
 	}
 	if rl := g.rl; rl != nil {
-		if rl.restarts {
+		if rl.restart.on {
 			for i := range g.quotas {
 				g.quotas[i].restartedBy(now)
 			}
 		}
-		if rl.rampSize > 0 {
+		if rl.ramp.size > 0 {
 			g.rampSent(now, tk)
 		}
 		if rl.sends != nil {
@@ -656,9 +671,9 @@ func (g *gate) abortLocked(tk *ticket) {
 	if tk.probe {
 		g.pz.probe = true
 	}
-	if tk.ramp && g.rl.rampSize > 0 {
-		g.rl.rampOut--
-		g.rl.rampLeft++
+	if tk.ramp && g.rl.ramp.size > 0 {
+		g.rl.ramp.out--
+		g.rl.ramp.left++
 	}
 }
 

@@ -158,17 +158,17 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// Sent before the pause this answer's siblings began: it tells
 			// us nothing new, and must not compound the backoff — but a
 			// server that counts it holds it against us (burstHold).
-			if g.rl != nil && g.rl.debt > 0 && tk.pause == g.pz.count-1 {
-				g.rl.debt++
+			if g.rl != nil && g.rl.burst.debt > 0 && tk.pause == g.pz.count-1 {
+				g.rl.burst.debt++
 				g.rehold()
 			}
 			return time.Time{}
 		}
 		first := g.paceStep() == 0
-		hold := g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), g.afterAnswers(tk))
+		hold := g.traits().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), g.afterAnswers(tk))
 		burst := hold == aimdHold
 		if first {
-			g.rl.burstAt, g.rl.debt = now, 1
+			g.rl.burst.at, g.rl.burst.debt = now, 1
 			if burst {
 				hold = g.rl.burstHold(g.rf.ok)
 			}
@@ -179,31 +179,31 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// second, and puts no debt beyond it.
 			hold = aimdSpan
 		}
-		g.refusals().waveStatus = a.status
-		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
-		g.pz.backoff = min(max(2*g.pz.backoff, g.refusals().pace.step, hold), g.maxPause)
-		if tk.probe && g.rl.held != 0 && tk.pause == g.rl.held {
+		g.traits().waveStatus = a.status
+		g.traits().pace.step = min(g.traits().pace.step, g.maxPause)
+		g.pz.backoff = min(max(2*g.pz.backoff, g.traits().pace.step, hold), g.maxPause)
+		if tk.probe && g.rl.burst.held != 0 && tk.pause == g.rl.burst.held {
 			// The probe after a first burst's hold, refused: the window
 			// is longer than the hold took it to be, or the server's
 			// debt larger. Wait out the two windows of aimdHold from the
 			// burst, not twice the hold: the likeliest length of a
 			// window is still a second or two.
-			g.pz.backoff = min(g.pz.backoff, max(g.rl.burstAt.Add(aimdHold+g.rl.pace.step).Sub(now), g.rl.pace.step))
+			g.pz.backoff = min(g.pz.backoff, max(g.rl.burst.at.Add(aimdHold+g.rl.pace.step).Sub(now), g.rl.pace.step))
 		}
 		g.pauseUntil(now.Add(g.pz.backoff))
 		if first && burst && hold > aimdSpan {
-			g.rl.holdEnd, g.rl.held = g.pz.until, g.pz.count
+			g.rl.burst.holdEnd, g.rl.burst.held = g.pz.until, g.pz.count
 		}
 		return g.pz.until
 	}
 	if a.status < 400 {
 		g.pz.backoff = 0
 		g.rf.ok++
-		if g.rl != nil && !g.rl.holdEnd.IsZero() {
+		if g.rl != nil && !g.rl.burst.holdEnd.IsZero() {
 			g.rehold()
 		}
 		if fresh && g.rl != nil {
-			g.refusals().pace.succeeded(now, tk.at)
+			g.traits().pace.succeeded(now, tk.at)
 		}
 	}
 	return g.learnQuotas(tk, a, now)
@@ -233,21 +233,21 @@ func (g *gate) afterAnswers(tk *ticket) bool {
 // it with debt of its ok spent: debt/ok of it, at the burst's rate. One
 // that weighs the last window into a sliding estimate of its rate
 // (HAProxy's http_req_rate) needs less, debt/(ok+debt) of it.
-func (r *refusals) burstHold(ok int) time.Duration {
-	debt := aimdSpan * time.Duration(r.debt) / time.Duration(max(ok, 1))
+func (r *traits) burstHold(ok int) time.Duration {
+	debt := aimdSpan * time.Duration(r.burst.debt) / time.Duration(max(ok, 1))
 	return min(aimdSpan+debt+r.pace.step, aimdHold)
 }
 
-// rehold moves the end of a first burst's hold (refusals.holdEnd) to
+// rehold moves the end of a first burst's hold (traits.burst.holdEnd) to
 // what the answers of its wave counted so far make it, unless something
 // else has moved the pause since. g.mu must be held.
 func (g *gate) rehold() {
 	rl := g.rl
-	if !g.pz.on || rl.holdEnd.IsZero() || !g.pz.until.Equal(rl.holdEnd) {
+	if !g.pz.on || rl.burst.holdEnd.IsZero() || !g.pz.until.Equal(rl.burst.holdEnd) {
 		return
 	}
-	until := rl.burstAt.Add(rl.burstHold(g.rf.ok))
-	g.pz.until, rl.holdEnd = until, until
+	until := rl.burst.at.Add(rl.burstHold(g.rf.ok))
+	g.pz.until, rl.burst.holdEnd = until, until
 }
 
 // teach lets a refusal that asked for a wait of d, until until, and that
@@ -257,7 +257,7 @@ func (g *gate) rehold() {
 // held.
 func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time) {
 	switch {
-	case g.refusals().pace.step == 0:
+	case g.traits().pace.step == 0:
 		// The pace is set when the pause ends, from all that the wave
 		// got through (advance): answers that come back together are
 		// counted in any order, and this refusal may be counted before
@@ -269,9 +269,9 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 			// Measured from sendings, the way there cancels out.
 			owed = tk.at.Add(d)
 		}
-		g.refusals().owed, g.refusals().owedWait = owed, d
+		g.traits().owed, g.traits().owedWait = owed, d
 	case g.rf.ok == 0:
-	case g.refusals().measured > 0:
+	case g.traits().measured > 0:
 		// The second refusal of a limit the server keeps beside the
 		// quotas it advertises: the first pace was a guess (firstPace),
 		// now measured as a server that says when to come back is. Each
@@ -280,18 +280,18 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		// when the wait ends would be — and the tightest bound is the
 		// fastest safe pace: the first's, a burst, unless this run's is
 		// tighter.
-		step := g.refusals().measured
-		g.refusals().measured = 0
+		step := g.traits().measured
+		g.traits().measured = 0
 		if !tk.at.IsZero() { // rf.ok > 0: the case above
 			step = min(step, tk.at.Add(d).Sub(g.rf.resumed)/time.Duration(g.rf.ok))
 		}
-		g.refusals().pace.measured(min(step, g.maxPause), d)
+		g.traits().pace.measured(min(step, g.maxPause), d)
 	default:
-		g.refusals().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, g.afterAnswers(tk))
-		g.refusals().pace.step = min(g.refusals().pace.step, g.maxPause)
-		g.refusals().pace.penalty = d
-		if g.refusals().beside = g.hasQuotas(); g.refusals().beside {
-			g.refusals().pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
+		g.traits().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, g.afterAnswers(tk))
+		g.traits().pace.step = min(g.traits().pace.step, g.maxPause)
+		g.traits().pace.penalty = d
+		if g.traits().beside = g.hasQuotas(); g.traits().beside {
+			g.traits().pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
 		}
 		// A wait told finer than the second (a time to the window's end,
 		// not a rounded or constant Retry-After) that ends a whole number
@@ -312,7 +312,7 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 			from = g.pz.until
 		}
 		if span := until.Sub(from); d%time.Second != 0 && wholeWindows(span) {
-			if w := span.Round(time.Second); w/time.Duration(g.rf.ok) > g.refusals().pace.step {
+			if w := span.Round(time.Second); w/time.Duration(g.rf.ok) > g.traits().pace.step {
 				g.startPace(w, d)
 			}
 		}
@@ -346,9 +346,9 @@ const windowDoubt = 50 * time.Millisecond
 func (g *gate) firstPace(span, d time.Duration) {
 	if run := span - d; g.hasQuotas() && run < aimdSpan && d > aimdSpan && d <= guessWaitMax && g.rf.ok >= aimdSamples {
 		step := time.Duration(float64(aimdSpan/time.Duration(g.rf.ok)) * aimdCut)
-		g.refusals().pace.measured(step, d)
-		g.refusals().beside = true
-		g.refusals().measured = min(span/time.Duration(g.rf.ok), g.maxPause)
+		g.traits().pace.measured(step, d)
+		g.traits().beside = true
+		g.traits().measured = min(span/time.Duration(g.rf.ok), g.maxPause)
 		return
 	}
 	if d%time.Second == 0 {
@@ -370,8 +370,8 @@ const guessWaitMax = 10 * time.Second
 // counted since the last pause ended) over span, from the last pause's
 // end to the end of the wait of d a refusal asked for. g.mu must be held.
 func (g *gate) startPace(span, d time.Duration) {
-	g.refusals().pace.measured(min(span/time.Duration(g.rf.ok), g.maxPause), d)
-	g.refusals().beside = g.hasQuotas()
+	g.traits().pace.measured(min(span/time.Duration(g.rf.ok), g.maxPause), d)
+	g.traits().beside = g.hasQuotas()
 }
 
 // tighten brings the reset of each quota a refusal a says is at zero
@@ -494,7 +494,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		timed := !tk.at.IsZero() && tk.seen > 0
 		if s.Remaining*2 <= s.Limit && g.restartable(q, tk, a, s, sent, now) {
 			q.restart()
-			g.refusals().restarts = true // keeps lastHit from now on
+			g.traits().restart.on = true // keeps lastHit from now on
 		}
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, timed, g.ver+1, sent, now)
 		if q.sliding() && q.reach > 0 && s.Limit > 0 {
@@ -586,8 +586,8 @@ func (g *gate) renew(q *quota, now time.Time) bool {
 // window's length is what its answers allow (stretch), else span's
 // upper bound. g.mu must be held.
 func (g *gate) restarted(q *quota, now time.Time) {
-	rl := g.refusals()
-	rl.lastHit = maxTime(rl.lastHit, now.Add(-q.span.ways()/2))
+	rl := g.traits()
+	rl.restart.lastHit = maxTime(rl.restart.lastHit, now.Add(-q.span.ways()/2))
 	w := q.lasts()
 	if w <= 0 || !q.known {
 		return
@@ -596,7 +596,7 @@ func (g *gate) restarted(q *quota, now time.Time) {
 	if !q.fine {
 		floor = floor.Add(-time.Second)
 	}
-	q.reset = maxTime(rl.lastHit.Add(w), floor)
+	q.reset = maxTime(rl.restart.lastHit.Add(w), floor)
 }
 
 // counted applies what an answer to the request tk says of the sliding
@@ -607,7 +607,7 @@ func (g *gate) restarted(q *quota, now time.Time) {
 // taken (and, once taken, a longer one they bound later). The first such
 // answer starts the log. g.mu must be held.
 func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota, now time.Time) {
-	rl := g.refusals()
+	rl := g.traits()
 	if rl.sends == nil {
 		rl.sends = &sendLog{base: now, quota: i}
 		return

@@ -294,11 +294,11 @@ func TestBurstRecount(t *testing.T) {
 // share of the next its refusals weigh on (debt/ok), and a step; two
 // windows at most.
 func TestBurstHold(t *testing.T) {
-	r := refusals{debt: 10}
+	r := traits{burst: burstState{debt: 10}}
 	r.pace.step = 50 * time.Millisecond
 	assert.Equal(t, time.Second+500*time.Millisecond+50*time.Millisecond, r.burstHold(20), "20 through, 10 refused")
 	assert.Equal(t, aimdHold, r.burstHold(10), "as many refused as got through: the next window is spent")
-	r.debt = 1
+	r.burst.debt = 1
 	assert.Equal(t, time.Second+50*time.Millisecond+50*time.Millisecond, r.burstHold(20))
 	assert.Equal(t, aimdHold, r.burstHold(0), "nothing counted through: two windows")
 }

@@ -19,7 +19,7 @@ import "time"
 // (advance). g.mu must be held.
 func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
 
-// ramp starts the ramp (refusals.ramp) when a first wave of several has
+// ramp starts the ramp (traits.ramp) when a first wave of several has
 // been answered (or its stragglers are no longer waited for: advance), all
 // its answers successes without a word of rate limits, while others wait.
 // The wave was within the server's limit; whether more are, nothing says.
@@ -33,15 +33,15 @@ func (g *gate) ramp(now time.Time) {
 	if g.wave != 0 || g.q.Len() == 0 || g.rf.ok < 2 || g.pz.count > 0 || g.pz.probing || g.is(heard) || g.hasQuotas() {
 		return
 	}
-	rl := g.refusals()
-	if rl.rampTop > 0 {
+	rl := g.traits()
+	if rl.ramp.top > 0 {
 		return // once
 	}
-	rl.rampTop, rl.rampSize, rl.rampLeft = g.rf.ok, 1, 1
+	rl.ramp.top, rl.ramp.size, rl.ramp.left = g.rf.ok, 1, 1
 	// A batch is waited for twice as long as the first wave took, within
 	// the bounds of the wait for that wave: a slow call (a long poll)
 	// holds the others back once, and not for long.
-	rl.rampWait = min(max(2*now.Sub(g.rf.resumed), waveWaitMin), waveWaitMax)
+	rl.ramp.wait = min(max(2*now.Sub(g.rf.resumed), waveWaitMin), waveWaitMax)
 }
 
 // rampHolds reports whether the ramp holds a request sent now: its batch
@@ -49,22 +49,22 @@ func (g *gate) ramp(now time.Time) {
 // be held.
 func (g *gate) rampHolds(now time.Time) bool {
 	rl := g.rl
-	return rl != nil && rl.rampSize > 0 && rl.rampLeft == 0 && rl.rampOut > 0 && now.Before(rl.rampEnd)
+	return rl != nil && rl.ramp.size > 0 && rl.ramp.left == 0 && rl.ramp.out > 0 && now.Before(rl.ramp.end)
 }
 
 // rampSent counts a request let through at now in the ramp's batch, on
-// its ticket; the ramp is on (refusals.rampSize). g.mu must be held.
+// its ticket; the ramp is on (traits.ramp.size). g.mu must be held.
 func (g *gate) rampSent(now time.Time, tk *ticket) {
 	rl := g.rl
-	if rl.rampLeft == 0 {
+	if rl.ramp.left == 0 {
 		// The batch was not all answered by rampEnd: the calls are slow,
 		// and the ramp ends.
-		rl.rampSize = 0
+		rl.ramp.size = 0
 		return
 	}
-	rl.rampLeft--
-	rl.rampOut++
-	rl.rampEnd = now.Add(rl.rampWait)
+	rl.ramp.left--
+	rl.ramp.out++
+	rl.ramp.end = now.Add(rl.ramp.wait)
 	tk.ramp = true
 }
 
@@ -76,16 +76,16 @@ func (g *gate) rampSent(now time.Time, tk *ticket) {
 // be held.
 func (g *gate) rampDone(ok bool) {
 	rl := g.rl
-	if rl.rampOut > 0 {
-		rl.rampOut--
+	if rl.ramp.out > 0 {
+		rl.ramp.out--
 	}
 	switch {
-	case rl.rampSize == 0:
-	case !ok || g.pz.count > 0 || g.is(heard) || g.hasQuotas() || rl.rampSize >= rl.rampTop:
-		rl.rampSize = 0
-	case rl.rampOut == 0 && rl.rampLeft == 0:
-		rl.rampSize *= 2
-		rl.rampLeft = rl.rampSize
+	case rl.ramp.size == 0:
+	case !ok || g.pz.count > 0 || g.is(heard) || g.hasQuotas() || rl.ramp.size >= rl.ramp.top:
+		rl.ramp.size = 0
+	case rl.ramp.out == 0 && rl.ramp.left == 0:
+		rl.ramp.size *= 2
+		rl.ramp.left = rl.ramp.size
 	}
 }
 
@@ -107,7 +107,7 @@ const waveWaitMin = 50 * time.Millisecond
 // pace counts them as on the wire, where they would be but for the wait.
 // g.mu must be held.
 func (g *gate) waveHeld() int {
-	if g.rl == nil || g.rl.waveEnd.IsZero() || g.pz.count > 0 {
+	if g.rl == nil || g.rl.ramp.waveEnd.IsZero() || g.pz.count > 0 {
 		return 0
 	}
 	return g.q.Len()
