@@ -43,7 +43,20 @@ func (hostExtractor) Extract(r Request) (string, bool) {
 	if h == "" {
 		return "", false
 	}
-	return strings.ToLower(h), true // no allocation when h has no upper case
+	return lowerHost(h), true
+}
+
+// lowerHost is h in lower case: h itself, without allocating, when it has
+// no upper-case letter, as a host almost never has. (strings.ToLower does
+// the same, but tells ASCII from the rest and upper case from lower in one
+// pass over every byte: a third more work on every request.)
+func lowerHost(h string) string {
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c-'A' < 26 || c >= 0x80 {
+			return strings.ToLower(h)
+		}
+	}
+	return h
 }
 
 // Route returns an Extractor that keys a request by its method and route:
