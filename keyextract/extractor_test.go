@@ -58,6 +58,8 @@ func TestHost(t *testing.T) {
 		{"inbound Host header", withHost("", "Shop.Example:8080"), "shop.example:8080", true},
 		{"none", withHost("", ""), "", false},
 		{"fake", fakeRequest{host: "x.example"}, "x.example", true},
+		{"letters at the ends of A-Z", fakeRequest{host: "AZ@[`{.example"}, "az@[`{.example", true},
+		{"non-ASCII lowered as Unicode", fakeRequest{host: "ÉCOLE.example"}, "école.example", true},
 	})
 }
 
