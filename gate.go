@@ -184,6 +184,12 @@ func (t *roundTrip) sample(r time.Duration) {
 // most jitterMax.
 func (t *roundTrip) jitter() time.Duration { return min(4*t.rttvar, jitterMax) }
 
+// spread is how much later than the next request an earlier one may
+// have reached the server: six mean deviations of the round trip (four
+// are the whole spread of a way that varies evenly), uncapped, but no
+// more than a round trip (neither way takes longer).
+func (t *roundTrip) spread() time.Duration { return min(6*t.rttvar, t.srtt) }
+
 // jitterMax bounds the jitter the pace leaves room for: a round trip
 // also varies with the server's work (a server that holds a request
 // until its slot, a slow call), which the way there does not.
@@ -424,6 +430,14 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		g.pz.probe, g.pz.probing = false, true
 	}
 	if rl := g.rl; rl != nil {
+		if now.IsZero() {
+			// A quiet gate's request (enter), once the gate keeps what
+			// its server does: the send log keeps its time, and a window
+			// every request restarts is pushed on by it (a zero time in
+			// the log reads as a send two thousand years before the
+			// others, and the bounds it gives a window are nonsense).
+			now = time.Now()
+		}
 		if rl.restart.on {
 			for i := range g.quotas {
 				g.quotas[i].restartedBy(now)
@@ -437,6 +451,11 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		}
 	}
 	next, wire := g.nextSend, g.onWire()
+	logged := -1 // the quota the send log times, not its pace (logTimes)
+	if rl := g.rl; rl != nil && rl.sends != nil && g.logTimes() {
+		logged = rl.sends.quota
+		next = maxTime(next, g.logFree())
+	}
 	for i := range g.quotas {
 		if ch[i] == 0 {
 			continue
@@ -444,7 +463,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		q := &g.quotas[i]
 		_, declared := c.of(q.name)
 		q.claim(now, ch[i], declared)
-		if d := q.pace(now, ch[i], wire); d > 0 && now.Add(d).After(next) {
+		if d := q.pace(now, ch[i], wire); d > 0 && i != logged && now.Add(d).After(next) {
 			next = now.Add(d)
 		}
 	}

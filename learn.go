@@ -497,7 +497,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 			g.traits().restart.on = true // keeps lastHit from now on
 		}
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, timed, g.ver+1, sent, now)
-		if q.sliding() && q.reach > 0 && s.Limit > 0 {
+		if s.Limit > 0 && (g.rl != nil && g.rl.sends != nil || s.Remaining == 0 && s.Limit < sendLogSize && !a.refill && wholeSeconds(s.Reset, now)) {
 			g.counted(i, q, tk, a, s, now)
 		}
 		if q.restarts {
@@ -599,13 +599,20 @@ func (g *gate) restarted(q *quota, now time.Time) {
 	q.reset = maxTime(rl.restart.lastHit.Add(w), floor)
 }
 
-// counted applies what an answer to the request tk says of the sliding
-// quota q, the i-th, whose resets are whole seconds ahead (its window is
-// at least as long as the furthest ahead they were: reach): how many of
-// the partition's admitted requests its window held bounds its length
-// (sendLog), and a window they bound shorter than reach made it is
-// taken (and, once taken, a longer one they bound later). The first such
-// answer starts the log. g.mu must be held.
+// counted applies what an answer to the request tk says of quota q, the
+// i-th, to the partition's send log (sendlog.go): whether the request is
+// in a log the server keeps (admitted) or not (refused), and, once q is
+// found to be a sliding window whose resets are whole seconds ahead (its
+// window is at least as long as the furthest ahead they were: reach),
+// how many of the partition's admitted requests its window held, which
+// bounds its length; a window they bound shorter than reach made it is
+// taken (and, once taken, a longer one they bound later), and from then
+// on the log times the requests (logFree). The log starts with the first
+// answer that finds a window under sendLogSize at zero, its reset in
+// whole seconds: a window that turns out to slide is then bounded by the
+// sends of the windows before it (Flask-Limiter's moving window, whose
+// first windows look like fixed windows from a client's first request:
+// 1.08x -> 1.03x in fake time). g.mu must be held.
 func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota, now time.Time) {
 	rl := g.traits()
 	if rl.sends == nil {
@@ -618,12 +625,43 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 	}
 	if a.status >= 400 {
 		l.refused(tk.seq)
+		if g.logTimes() {
+			l.off = true // a request it timed, refused (logTimes)
+		}
+		return
+	}
+	if !q.sliding() || q.reach <= 0 {
+		l.admitted(tk.seq)
 		return
 	}
 	l.count(tk.seq, s.Limit-s.Remaining, rl.rtt.jitter())
 	if w := l.window(); w > 0 && (w < q.window || q.counted && w > q.window) {
 		q.narrow(w)
 	}
+}
+
+// logFree is when the partition's next request fits the sliding log
+// its send log counts, once the counts of its answers fit an exact log
+// of our requests (quota.counted): a window after the limit-th newest
+// request in it, and the spread of the way there; zero otherwise. A log admits its limit in any window, bursts included, so
+// it is not paced under its limit (quota.pace). g.mu must be held.
+func (g *gate) logFree() time.Time {
+	l := g.rl.sends
+	return l.freeAt(g.quotas[l.quota].limit, g.quotas[l.quota].window+g.rl.rtt.spread()+spanClock)
+}
+
+// logTimes reports whether the send log times the partition's requests
+// (logFree) rather than the pace of its quota (quota.pace): the quota is
+// a sliding window whose answers' counts fit an exact log of our
+// requests, and no request the log timed was refused (a log that other
+// clients' requests share, or one less exact than it looked, is paced
+// from then on). g.mu must be held.
+func (g *gate) logTimes() bool {
+	if g.rl == nil || g.rl.sends == nil || g.rl.sends.off || g.rl.sends.quota >= len(g.quotas) {
+		return false
+	}
+	q := &g.quotas[g.rl.sends.quota]
+	return q.counted && q.sliding()
 }
 
 // shorten brings a pause that quotas at zero began forward to the latest

@@ -35,6 +35,7 @@ type sendLog struct {
 	quota int           // the index of the quota the bounds are of
 	lo    time.Duration // the window is longer than lo
 	hi    time.Duration // and at most hi (0: unknown)
+	off   bool          // a request it timed was refused: the quota is paced (gate.logTimes)
 }
 
 // sendState is what became of a send: not answered yet, admitted (in the
@@ -130,4 +131,24 @@ func (l *sendLog) window() time.Duration {
 		return 0
 	}
 	return w
+}
+
+// freeAt is when a request sent would find fewer than limit of the
+// partition's requests in a log of the window span: span after the
+// limit-th newest send that is in it or may be (refused ones are not),
+// or zero if fewer than limit are in the log.
+func (l *sendLog) freeAt(limit int64, span time.Duration) time.Time {
+	if limit <= 0 || limit >= sendLogSize {
+		return time.Time{}
+	}
+	found := int64(0)
+	for s := l.next; l.has(s); s-- {
+		if l.state[s%sendLogSize] == sendRefused {
+			continue
+		}
+		if found++; found == limit {
+			return l.base.Add(time.Duration(l.at[s%sendLogSize]) + span)
+		}
+	}
+	return time.Time{}
 }

@@ -1,10 +1,13 @@
 package throttle
 
 import (
+	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSendLogBoundsTheWindow: answers that say how many of the client's
@@ -81,4 +84,44 @@ func TestSendLogStartsOver(t *testing.T) {
 	assert.Zero(t, l.window(), "no whole second in (0, 300 ms]")
 	l.lo, l.hi = 500*time.Millisecond, 2500*time.Millisecond
 	assert.Zero(t, l.window(), "one second or two")
+}
+
+// TestSendLogFreeAt: the next request fits a log of limit a window after
+// the limit-th newest send in it or on its way; refused sends are not in
+// it, and a log holding fewer than limit sends is free now.
+func TestSendLogFreeAt(t *testing.T) {
+	l := sendLog{base: t0}
+	var seqs []uint32
+	for i := range 5 {
+		seqs = append(seqs, l.add(t0.Add(time.Duration(i)*100*time.Millisecond)))
+	}
+	assert.Zero(t, l.freeAt(6, time.Second), "five sends, a limit of six")
+	assert.Equal(t, t0.Add(time.Second), l.freeAt(5, time.Second), "the oldest of five leaves a window after it")
+	assert.Equal(t, t0.Add(1300*time.Millisecond), l.freeAt(2, time.Second))
+	l.refused(seqs[3])
+	assert.Equal(t, t0.Add(1200*time.Millisecond), l.freeAt(2, time.Second), "a refused send is not in the log")
+	l.admitted(seqs[2])
+	assert.Equal(t, t0.Add(1200*time.Millisecond), l.freeAt(2, time.Second), "admitted or on its way, it counts")
+	assert.Zero(t, l.freeAt(sendLogSize, time.Second), "a limit past what the log keeps")
+}
+
+// TestQuietGateLogsItsSendTime: a gate with nothing to hold a request
+// back lets it through without reading the clock (enter), but once it
+// keeps a send log, the send goes into the log at the time it was let
+// through — a zero time there reads as a send two thousand years before
+// the others, and the bounds it gives on a window are nonsense.
+func TestQuietGateLogsItsSendTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		g := &gate{key: "api.test", maxPause: time.Minute}
+		g.rl = &traits{sends: &sendLog{base: start}}
+		g.rf.resumed = start // not its first request
+		time.Sleep(300 * time.Millisecond)
+		require.True(t, g.quiet())
+		var tk ticket
+		_, err := g.enter(context.Background(), time.Time{}, nil, &tk)
+		require.NoError(t, err)
+		require.NotZero(t, tk.seq)
+		assert.Equal(t, int64(300*time.Millisecond), g.rl.sends.at[tk.seq%sendLogSize])
+	})
 }

@@ -3,6 +3,7 @@ package throttle
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -597,4 +598,49 @@ func TestRetryAfterOnSuccessIsNoPause(t *testing.T) {
 		assert.Less(t, elapsed, 500*time.Millisecond)
 		assert.Equal(t, int64(100), n.Load())
 	})
+}
+
+// sharedLog is a Flask-Limiter moving window that another client uses
+// too: before every fourth of our requests, it takes one of its own.
+type sharedLog struct {
+	flaskLimiter
+	n atomic.Int64
+}
+
+func (s *sharedLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.n.Add(1)%4 == 0 {
+		s.flaskLimiter.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	s.flaskLimiter.ServeHTTP(w, r)
+}
+
+// TestExactLogTimedBySends: a sliding log whose answers' counts fit an
+// exact log of the client's own requests (Flask-Limiter's moving window)
+// is timed by the send log — the next request goes a window after the
+// limit-th newest — not paced under its limit; one that another client
+// shares is paced again after the first request the log timed is
+// refused (gate.logTimes). A log another client shares costs 62 refusals
+// and 2.68× of our ideal with the log's timing and without it (the other
+// client takes a fifth of the log, so 1.25× is the best there): a
+// weakness of the model, held here where it stands.
+func TestExactLogTimedBySends(t *testing.T) {
+	run := modelRun{rate: 10, window: time.Second, workers: 10, total: 250, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: http.MethodGet, seed: 18}
+	alone := modelBehaviour{name: "moving", serve: func(q simQuota) (http.Handler, func()) {
+		return &flaskLimiter{limit: q.n, window: q.window, moving: true}, nil
+	}, ideal: idealWindowed}
+	r := runModel(t, alone, run)
+	t.Logf("alone: %d refused, %v (%.3f×)", r.counts.refused, r.elapsed, r.ratio())
+	assert.Zero(t, r.counts.refused)
+	assert.Zero(t, r.counts.inPause)
+	assert.Less(t, r.ratio(), 1.05, "1.08× paced under its limit")
+
+	shared := modelBehaviour{name: "moving, shared", serve: func(q simQuota) (http.Handler, func()) {
+		return &sharedLog{flaskLimiter: flaskLimiter{limit: q.n, window: q.window, moving: true}}, nil
+	}, ideal: idealWindowed}
+	r = runModel(t, shared, run)
+	t.Logf("shared: %d refused, %v (%.3f×)", r.counts.refused, r.elapsed, r.ratio())
+	assert.True(t, r.finished)
+	assert.Zero(t, r.counts.inPause)
+	assert.LessOrEqual(t, r.counts.refused, 70)
+	assert.Less(t, r.ratio(), 3.0)
 }
