@@ -157,7 +157,9 @@
 //     log's window is also bounded by what its answers count: c of our
 //     requests in it puts the window between the sends c and c+1 back
 //     (Flask-Limiter's moving window writes its reset as when the log
-//     will be empty, a second or more beyond a window). A window every
+//     will be empty, a second or more beyond a window); once the counts
+//     pin it, the next request goes a window after the limit-th newest
+//     of ours, not paced under the limit, until one it timed is refused. A window every
 //     request restarts (Flask-Limiter's elastic window) is told by a
 //     refusal that pushed its reset a second or more on while every
 //     answer's reset lay a whole number of seconds (rounded up) after its
