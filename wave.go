@@ -21,16 +21,19 @@ func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
 
 // ramp starts the ramp (traits.ramp) when a first wave of several has
 // been answered (or its stragglers are no longer waited for: advance), all
-// its answers successes without a word of rate limits, while others wait.
-// The wave was within the server's limit; whether more are, nothing says.
-// Released together, the waiting requests would all be refused if the
-// wave had spent a window (a wave as large as the limit: ten refusals
-// where one tells as much); the next goes alone, then two, then four...,
-// each batch once the last is answered, until a batch as large as the
-// first wave got through. now is the time of the last answer. g.mu must
-// be held.
+// its answers successes without a word of rate limits. The wave was
+// within the server's limit; whether more are, nothing says. Released
+// together, the requests after it would all be refused if the wave had
+// spent a window (a wave as large as the limit: ten refusals where one
+// tells as much); the next goes alone, then two, then four..., each batch
+// once the last is answered, until a batch as large as the first wave got
+// through. They need not be waiting yet: on a loaded machine the wave's
+// last answer is often in before the goroutines it freed ask again, and
+// a ramp begun only for requests already queued then let ten go together
+// (ten refusals, real express-rate-limit without headers, three runs in
+// four). now is the time of the last answer. g.mu must be held.
 func (g *gate) ramp(now time.Time) {
-	if g.wave != 0 || g.q.Len() == 0 || g.rf.ok < 2 || g.pz.count > 0 || g.pz.probing || g.is(heard) || g.hasQuotas() {
+	if g.wave != 0 || g.rf.ok < 2 || g.pz.count > 0 || g.pz.probing || g.is(heard) || g.hasQuotas() {
 		return
 	}
 	rl := g.traits()
