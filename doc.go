@@ -142,12 +142,12 @@
 //     most half a second),
 //     so that a refusal still on its way pauses the partition before a
 //     second wave meets the same limit; and when they all succeeded
-//     without a word of limits, the requests that waited go one, then
+//     without a word of limits, the requests after them go one, then
 //     two, four, eight, each batch once the last is answered, until a
 //     batch as large as the first wave got through, so that a wave that
-//     spent a window costs one refusal, not a wave of them. The creep beyond the rate
-//     last refused waits thirty times that refusal's wait, since each
-//     probe beyond it may cost as much. A sliding window that reports
+//     spent a window costs one refusal, not a wave of them. The creep
+//     beyond the rate last refused waits thirty times that refusal's
+//     wait, since each probe beyond it may cost as much. A sliding window that reports
 //     its fixed window's end as its reset (go-chi/httprate) is recognised
 //     by a new window that opens nearly exhausted, and paced just under
 //     its limit; one whose resets step by other than whole windows counts
@@ -159,12 +159,12 @@
 //     (Flask-Limiter's moving window writes its reset as when the log
 //     will be empty, a second or more beyond a window); once the counts
 //     pin it, the next request goes a window after the limit-th newest
-//     of ours, not paced under the limit, until one it timed is refused. A window every
-//     request restarts (Flask-Limiter's elastic window) is told by a
-//     refusal that pushed its reset a second or more on while every
-//     answer's reset lay a whole number of seconds (rounded up) after its
-//     request; it then ends a window after the last request reached the
-//     server, and the next opens without a probe.
+//     of ours, not paced under the limit, until one it timed is refused.
+//     A window every request restarts (Flask-Limiter's elastic window)
+//     is told by a refusal that pushed its reset a second or more on
+//     while every answer's reset lay a whole number of seconds (rounded
+//     up) after its request; it then ends a window after the last
+//     request reached the server, and the next opens without a probe.
 //   - Final refusals (OpenAI's insufficient_quota, a request too large)
 //     neither pause nor teach anything: see Classify. An IETF quota whose
 //     unit is concurrent-requests bounds the requests in flight.

@@ -107,8 +107,9 @@ type cycle struct {
 // quotas say: the pace its refusals teach when no quota explains them
 // (aimd), a first refused burst's hold, the first wave's ramp, the
 // sends a sliding log's window is read from, a window every request
-// restarts, and the round trip. Most partitions never need it: a gate
-// makes it with the first answer that does (traits).
+// restarts, and the round trip. A partition whose server advertises its
+// quotas and never refuses never needs it: a gate makes it with the
+// first answer or wave that does (traits).
 type traits struct {
 	pace       aimd
 	waveStatus int           // the status of the first refusal, while the pace's wave is pending
@@ -430,12 +431,12 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		g.pz.probe, g.pz.probing = false, true
 	}
 	if rl := g.rl; rl != nil {
-		if now.IsZero() {
-			// A quiet gate's request (enter), once the gate keeps what
-			// its server does: the send log keeps its time, and a window
-			// every request restarts is pushed on by it (a zero time in
-			// the log reads as a send two thousand years before the
-			// others, and the bounds it gives a window are nonsense).
+		if now.IsZero() && (rl.sends != nil || rl.restart.on) {
+			// A quiet gate's request (enter), whose time the send log
+			// keeps and by which a window every request restarts is
+			// pushed on (a zero time in the log reads as a send two
+			// thousand years before the others, and the bounds it gives
+			// a window are nonsense). Nothing else here needs it.
 			now = time.Now()
 		}
 		if rl.restart.on {
@@ -452,8 +453,8 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	}
 	next, wire := g.nextSend, g.onWire()
 	logged := -1 // the quota the send log times, not its pace (logTimes)
-	if rl := g.rl; rl != nil && rl.sends != nil && g.logTimes() {
-		logged = rl.sends.quota
+	if g.logTimes() {
+		logged = g.rl.sends.quota
 		next = maxTime(next, g.logFree())
 	}
 	for i := range g.quotas {

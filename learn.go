@@ -642,9 +642,11 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 
 // logFree is when the partition's next request fits the sliding log
 // its send log counts, once the counts of its answers fit an exact log
-// of our requests (quota.counted): a window after the limit-th newest
-// request in it, and the spread of the way there; zero otherwise. A log admits its limit in any window, bursts included, so
-// it is not paced under its limit (quota.pace). g.mu must be held.
+// of our requests (quota.counted, logTimes): a window after the
+// limit-th newest request in it, and the spread of the way there; zero
+// if fewer are in it. A log admits its limit in any window, bursts
+// included, so it is not paced under its limit (quota.pace). g.mu must
+// be held.
 func (g *gate) logFree() time.Time {
 	l := g.rl.sends
 	return l.freeAt(g.quotas[l.quota].limit, g.quotas[l.quota].window+g.rl.rtt.spread()+spanClock)

@@ -56,7 +56,8 @@ type word struct {
 	// restarts: a refusal pushed the window's end on, and every answer
 	// fit a window that every request restarts (shape.stretch): each
 	// pushes the end a window on (Flask-Limiter's elastic window), so the
-	// end follows our last request (claim), not the window's first.
+	// end follows our last request (restartedBy, gate.restarted), not
+	// the window's first.
 	restarts bool
 	unit     unitKind // what headers.Quota.Unit says q counts
 }
@@ -372,7 +373,8 @@ func (q *quota) lasts() time.Duration {
 
 // renew opens the next window of q, a window every request restarts
 // (restarts) whose end has passed: nothing reached it for a window, so
-// it is empty, and its end follows the requests sent from now (claim).
+// it is empty, and its end follows the requests sent from now
+// (restartedBy).
 // It reports whether it did; other windows are asked about (askAgain).
 func (q *quota) renew(now time.Time) bool {
 	if !q.restarts || q.limit <= 0 || q.stretch.window() == 0 {
