@@ -456,6 +456,8 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	if g.logTimes() {
 		logged = g.rl.sends.quota
 		next = maxTime(next, g.logFree())
+	} else if t := g.logFull(wire); !t.IsZero() {
+		next = maxTime(next, t)
 	}
 	for i := range g.quotas {
 		if ch[i] == 0 {

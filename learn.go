@@ -630,13 +630,19 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 		}
 		return
 	}
+	// Counted whatever q is taken for: a window found to slide (fell)
+	// then has the bounds its answers gave before.
+	l.count(tk.seq, s.Limit-s.Remaining, rl.rtt.jitter())
 	if !q.sliding() || q.reach <= 0 {
-		l.admitted(tk.seq)
 		return
 	}
-	l.count(tk.seq, s.Limit-s.Remaining, rl.rtt.jitter())
-	if w := l.window(); w > 0 && (w < q.window || q.counted && w > q.window) {
+	if w := l.window(); w > 0 && (w < q.window || q.counted && w > q.window || q.log && !q.counted && w == q.window) {
 		q.narrow(w)
+		if g.logTimes() {
+			// The sends paced before are timed by the log from now on:
+			// the next waits for it too.
+			g.nextSend = maxTime(g.nextSend, g.logFree())
+		}
 	}
 }
 
@@ -650,6 +656,24 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 func (g *gate) logFree() time.Time {
 	l := g.rl.sends
 	return l.freeAt(g.quotas[l.quota].limit, g.quotas[l.quota].window+g.rl.rtt.spread()+spanClock)
+}
+
+// logFull is when the partition's next request fits a sliding log whose
+// window its answers' counts have not pinned yet (logTimes), once what
+// the last answer said remains is spent (quota.pace lets that much go at
+// once): a window as long as its resets reach (at least its length)
+// after the limit-th newest request; zero if it is no such log, room
+// remains, or the send log holds fewer. wire is the partition's requests
+// on the wire, this one included. g.mu must be held.
+func (g *gate) logFull(wire int) time.Time {
+	if g.rl == nil || g.rl.sends == nil || g.rl.sends.off || g.rl.sends.quota >= len(g.quotas) {
+		return time.Time{}
+	}
+	q := &g.quotas[g.rl.sends.quota]
+	if !q.sliding() || !q.log || q.counted || q.rmin-max(q.claimed, int64(wire)) >= 0 {
+		return time.Time{}
+	}
+	return g.rl.sends.freeAt(q.limit, q.window+g.rl.rtt.spread()+spanClock)
 }
 
 // logTimes reports whether the send log times the partition's requests

@@ -82,7 +82,7 @@ type shape struct {
 	// buckets, a sliding window), so limit−rmin come back evenly from at to
 	// full, rather than all at reset.
 	refill  bool
-	log     bool // its resets are no fixed window's ends: it counts exactly, as a sliding log does (slide)
+	log     bool // its resets are no fixed window's ends, or its count fell at the same reset (fell): it counts exactly, as a sliding log does (slide)
 	settled bool // a refusal ended the search for its slack (slide)
 	counted bool // its window is the one the requests its answers counted bound (gate.counted), not reach's
 	// stretch: whether it is a window every request restarts (restarts).
@@ -237,6 +237,13 @@ func (q *quota) readyAt(now time.Time, n int64, inflight int) time.Time {
 // what it says remains is paid for by a stall.
 func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
 	if q.sliding() && q.limit > 1 {
+		if q.log && q.rmin-max(q.claimed, int64(inflight)) >= 0 {
+			// A log counts exactly: what it said remains is free now
+			// (claimed includes this request's n), and paced, a burst
+			// it allows would be spread for good (the send log, once it
+			// times the quota, keeps the spacing it finds).
+			return 0
+		}
 		return time.Duration(float64(q.window) * float64(n) / (float64(q.limit) - float64(q.slack)))
 	}
 	if !q.known || q.refill || q.guessed || q.rises || q.concurrent() || n <= 0 {
@@ -581,6 +588,17 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		q.said = wallOf(s.Reset)
 		return
 	}
+	if w := q.fell(s, sent); w > 0 {
+		// Its count fell while the end it wrote stayed put: a fixed
+		// window's count only grows until its end, and the next
+		// window's reset is another; this one forgets what it counted
+		// as time passes (koa-ratelimit's log over Redis, whose reset is
+		// its oldest entry's expiry rounded down to the second).
+		q.window = w
+		q.refill, q.slack, q.slid, q.log, q.settled, q.reach, q.bucketUsed = true, slidingMargin, 0, true, false, 0, 0
+		q.apply(s, false, fresh, reset, guessed, timed, ver, sent, now)
+		return
+	}
 	ended := !now.Before(q.reset) // the window we knew has passed
 	if ended && q.said != 0 && s.Reset.After(q.said.time().Add(time.Second/2)) {
 		// A new window. A fixed window starts empty: what remains is the
@@ -653,9 +671,21 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		q.span.opened(sent, now)
 	}
 	q.span.learn(next, first, !q.fine, spent, timed, sent, said, now)
+	if said.IsZero() && q.heard > 1 && !q.fine && q.span.down {
+		// A reset that has passed while nothing remains (resetFor's
+		// guess replaced it), read as rounded down: the window still
+		// ends within the second after it.
+		q.span.boundBy(s.Reset)
+	}
 
-	if end := q.span.end(!q.fine); !end.IsZero() && !guessed && !q.restarts && end.Add(spanGain).Before(reset) {
-		reset = end
+	if end := q.span.end(!q.fine); !end.IsZero() && !q.restarts {
+		if t, ok := q.span.downTo(end, s.Reset); ok {
+			// A reset rounded down: the window's end lies past it (the
+			// server's guessed, or ours made of it: later or earlier).
+			reset = t
+		} else if !guessed && end.Add(spanGain).Before(reset) {
+			reset = end
+		}
 	}
 	switch {
 	case next, q.guessed && !guessed:
@@ -678,6 +708,26 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	q.said = wallOf(s.Reset)
 }
 
+// fell reports the length of q's window, when an answer s to a request
+// sent at sent shows that q's count falls within a window, as no fixed
+// window's does: the request left after the answer that said the least
+// remains (as of at) came back, so the server counted it later, yet more
+// remain, and the reset, in whole seconds, is the one that answer wrote
+// (a fixed window's next one writes another). Its window is the one the
+// server says, or the one span guessed from the windows so far; 0 if
+// neither, or if the answer shows no fall. Asked only of limits the send
+// log can time (sendLogSize): a large one is no exact log's.
+func (q *quota) fell(s *headers.Quota, sent time.Time) time.Duration {
+	if q.heard < 2 || q.refill || q.fine || q.restarts || s.Remaining <= q.rmin || s.Limit <= 0 || s.Limit >= sendLogSize ||
+		q.said != wallOf(s.Reset) || s.Reset.Nanosecond() != 0 || !sent.After(q.at) {
+		return 0
+	}
+	if s.Window > 0 {
+		return s.Window
+	}
+	return q.span.guess(true)
+}
+
 // span learns how long a fixed window lasts from the request that opened
 // it, for servers whose windows start at a client's first request
 // (express-rate-limit's MemoryStore, and many more): such a window ends
@@ -691,8 +741,11 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 // seconds, so once the bounds are within spanDoubt of each other the
 // length guessed is the shortest whole number of seconds they allow. A
 // guess a request proves too short raises the lower bound; bounds that
-// cross (a reset rounded down, or windows that do not start at a
-// request but on the clock) drop the upper bound, to be learned again.
+// cross drop the upper bound, to be learned again: the first time, the
+// resets are read as rounded down from then on (the window ends within
+// the second after one: koa-ratelimit's log over Redis), the second,
+// as bounding nothing (windows that do not start at a request but on
+// the clock).
 type span struct {
 	openAt time.Time     // when the current window's first request was answered; zero if unknown
 	rtt    time.Duration // how long before openAt it was sent
@@ -705,7 +758,11 @@ type span struct {
 	least    int32
 	timed    uint8
 	distrust uint8
-	down     bool // bounds crossed: resets are not read as rounded up
+	// down: bounds crossed with resets read as rounded up: they are read
+	// as rounded down (the window ends within the second after one);
+	// loose: they crossed that way too (windows that do not start at a
+	// request): resets bound nothing.
+	down, loose bool
 }
 
 // spanTimed is how many answers must have been timed before least is
@@ -815,16 +872,41 @@ func (p *span) learn(next, first, whole, spent, timed bool, sent, reset, now tim
 		}
 		p.lo = max(p.lo, sent.Sub(p.openAt)+p.shortest())
 	}
-	if !reset.IsZero() && !p.openAt.IsZero() && !p.down {
-		p.bound(p.since(reset))
-	}
+	p.boundBy(reset)
 	if p.hi != 0 && p.lo >= p.hi+spanClock {
 		// Crossed (by more than a server's clock tick: spanClock): the
-		// resets are rounded down, or the windows do not start at a
-		// request. Resets bound nothing from now on; only the windows
-		// themselves do.
-		p.hi, p.down = 0, true
+		// resets are rounded down (koa-ratelimit's log over Redis), and
+		// bound the window only by the second after them; crossed again,
+		// the windows do not start at a request, and resets bound
+		// nothing from now on: only the windows themselves do.
+		p.hi, p.down, p.loose = 0, true, p.down
+		p.boundBy(reset)
 	}
+}
+
+// boundBy lowers the upper bound to the length a reset written in whole
+// seconds allows (zero: none written): the window ends by it, or, read as
+// rounded down, within the second after it.
+func (p *span) boundBy(reset time.Time) {
+	if reset.IsZero() || p.openAt.IsZero() || p.loose {
+		return
+	}
+	if p.down {
+		reset = reset.Add(time.Second)
+	}
+	p.bound(p.since(reset))
+}
+
+// downTo is end, span's guess of a window's end, where resets are read
+// as rounded down (down) and end is later than r, the reset the server
+// wrote: the window ends within the second after r, so by r plus a
+// second at the latest (span's end counts from the answer to a window's
+// first request, a round trip after it left). ok is false elsewhere.
+func (p *span) downTo(end, r time.Time) (t time.Time, ok bool) {
+	if !p.down || p.loose || !end.After(r) {
+		return end, false
+	}
+	return minTime(end, r.Add(time.Second)), true
 }
 
 // opened learns, when it is not known yet, when the current window's

@@ -447,6 +447,89 @@ func TestSpanDoubtWithWholeSecondResets(t *testing.T) {
 	assert.Equal(t, at(2040), p.end(true))
 }
 
+// TestSpanReadsResetsRoundedDown: bounds that cross with resets read as
+// rounded up read them as rounded down from then on — the window ends
+// within the second after one (koa-ratelimit's log over Redis writes
+// its oldest entry's expiry rounded down) — so a two-second window
+// opened at 0.3 s, whose reset says 2, is found to end at 2.3 s once
+// probes at 2 and 2.1 found it spent (not probed again at 2.5, and at
+// 3); crossed again, resets bound nothing.
+func TestSpanReadsResetsRoundedDown(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var p span
+	p.learn(true, true, true, false, true, at(280), at(2000), at(300)) // opened at 0.3 s; reset 2
+	assert.Equal(t, 1720*time.Millisecond, p.hi, "read as rounded up: at most 1.72 s")
+	assert.Equal(t, time.Second, p.guess(true))
+	// Probes at the reset and a tenth after it find the window still
+	// spent: longer than 1.8 s, where the reset read as rounded up said
+	// at most 1.72.
+	p.learn(false, false, true, true, true, at(2000), time.Time{}, at(2020))
+	assert.False(t, p.down, "within the opener's round trip of the bound")
+	p.learn(false, false, true, true, true, at(2100), time.Time{}, at(2120))
+	assert.True(t, p.down)
+	p.boundBy(at(2000)) // the refused probe's answer wrote the same reset (quota.apply)
+	assert.Equal(t, 2720*time.Millisecond, p.hi, "read as rounded down: within the second after it")
+	assert.Equal(t, 2*time.Second, p.guess(true))
+	end := p.end(true)
+	assert.Equal(t, at(2300), end)
+	got, ok := p.downTo(end, at(2000))
+	assert.True(t, ok)
+	assert.Equal(t, at(2300), got, "the window ends past the reset it wrote")
+	got, ok = p.downTo(at(3400), at(2000))
+	assert.True(t, ok)
+	assert.Equal(t, at(3000), got, "and within the second after it")
+	_, ok = p.downTo(at(1900), at(2000))
+	assert.False(t, ok, "an end before the reset is no rounding down")
+
+	// Windows that do not start at a request cross the rounded-down
+	// bounds too: resets bound nothing from then on.
+	p.learn(true, true, true, false, true, at(2300), at(4000), at(2320)) // the next window: at most 2.72 s
+	p.learn(false, false, true, true, true, at(5400), time.Time{}, at(5420))
+	assert.True(t, p.loose)
+	assert.Zero(t, p.hi)
+	p.boundBy(at(6000))
+	assert.Zero(t, p.hi, "a loose span takes no bound from a reset")
+	_, ok = p.downTo(at(6500), at(6000))
+	assert.False(t, ok)
+}
+
+// TestQuotaFellIsALog: a count that falls while the reset stays where it
+// was is no fixed window's (whose count only grows until its end, the
+// next writing another reset): a request sent after the answer that
+// said none remained finds two, with the same reset in whole seconds —
+// a sliding log (koa-ratelimit's over Redis), taken for one, paced by
+// what it said remains. An answer to a request sent before that one came
+// back, or one with a new reset, shows no fall.
+func TestQuotaFellIsALog(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	reset := at(2000)
+	window := func(q *quota) {
+		for i := range 5 { // a burst of five, the first answered first
+			q.apply(&headers.Quota{Limit: 5, Remaining: int64(4 - i), Reset: reset, Window: 2 * time.Second}, false, true, reset, false, true, int64(i+1), at(0), at(20))
+		}
+		require.False(t, q.sliding())
+		require.Zero(t, q.rmin)
+	}
+
+	var q quota
+	window(&q)
+	q.apply(&headers.Quota{Limit: 5, Remaining: 2, Reset: reset, Window: 2 * time.Second}, false, true, reset, false, true, 6, at(2050), at(2070))
+	assert.True(t, q.sliding())
+	assert.True(t, q.log)
+	assert.Equal(t, 2*time.Second, q.window)
+	assert.Zero(t, q.pace(at(2080), 1, 1), "what a log says remains is free now")
+
+	var early quota // sent before the answer that said none remain came back
+	window(&early)
+	early.apply(&headers.Quota{Limit: 5, Remaining: 2, Reset: reset, Window: 2 * time.Second}, false, true, reset, false, true, 6, at(10), at(2070))
+	assert.False(t, early.sliding())
+
+	var next quota // a new window's reset
+	window(&next)
+	next.apply(&headers.Quota{Limit: 5, Remaining: 4, Reset: at(4000), Window: 2 * time.Second}, false, true, at(4000), false, true, 6, at(2050), at(2070))
+	assert.False(t, next.sliding())
+}
+
 // TestBucketFound: a quota whose time until full, told to the
 // millisecond, grows with what is spent at one time a unit (a token or
 // leaky bucket, GCRA: this project's server.New writes such resets) is

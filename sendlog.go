@@ -83,13 +83,35 @@ func (l *sendLog) has(seq uint32) bool {
 // the ones before (the server is no exact log, or its window changed)
 // start over from this answer's.
 func (l *sendLog) count(seq uint32, c int64, jitter time.Duration) {
-	if c < 1 || !l.has(seq) {
+	if !l.has(seq) {
 		return
 	}
 	l.admitted(seq)
+	if c < 1 {
+		return
+	}
 	at := l.at[seq%sendLogSize]
 	var lo, hi time.Duration
-	found := int64(0)
+	// Requests sent within the jitter before this one (or with it) may
+	// have reached the server after it, and not be counted: the c-th
+	// counted may lie that many further back, and the first one past the
+	// window too (beside). Those sent within the jitter after it may
+	// have reached it first, and be among the c: the c-th may lie that
+	// many nearer (ahead). (Two sent in the same instant, the later in
+	// our log counted first, put a log of 5 per 2 s at one second.)
+	var ahead int64
+	for s := seq + 1; l.has(s); s++ {
+		if time.Duration(l.at[s%sendLogSize]-at) > jitter {
+			break
+		}
+		if l.state[s%sendLogSize] != sendRefused {
+			ahead++
+		}
+	}
+	if c -= ahead; c < 1 {
+		return // every one counted may have been sent with it
+	}
+	found, beside := int64(0), int64(0)
 	for s := seq; l.has(s); s-- {
 		switch l.state[s%sendLogSize] {
 		case sendRefused:
@@ -98,11 +120,14 @@ func (l *sendLog) count(seq uint32, c int64, jitter time.Duration) {
 			return
 		}
 		t := l.at[s%sendLogSize]
+		if s != seq && time.Duration(at-t) <= jitter {
+			beside++
+		}
 		found++
 		if found == c {
 			lo = time.Duration(at-t) - jitter
 		}
-		if found == c+1 {
+		if found == c+1+ahead+beside {
 			hi = time.Duration(at-t) + jitter
 			break
 		}

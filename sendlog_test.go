@@ -53,6 +53,49 @@ func TestSendLogBoundsTheWindow(t *testing.T) {
 	assert.Zero(t, pending.lo)
 }
 
+// TestSendLogSendsTogether: requests sent within the jitter of the
+// answered one may have reached the server in any order, so the count
+// may take in those sent just after it and leave out those sent just
+// before: the bounds allow both. Two sent in the same instant, the later
+// in the log counted first by the server, once put a real log of 5 per
+// 2 s at one second.
+func TestSendLogSendsTogether(t *testing.T) {
+	l := sendLog{base: t0}
+	var old, burst []uint32
+	for i := range 5 {
+		old = append(old, l.add(t0.Add(time.Duration(i)*10*time.Millisecond)))
+	}
+	for range 5 {
+		burst = append(burst, l.add(t0.Add(2050*time.Millisecond))) // one instant
+	}
+	for _, s := range append(old, burst...) {
+		l.admitted(s)
+	}
+	// The first of the burst in our log, answered "4 of yours are in":
+	// the server counted three of the burst before it. Read in our
+	// log's order, the fourth back is an old send 2.03 s back — a window
+	// longer than two seconds, where the log is of two.
+	l.count(burst[0], 4, time.Millisecond)
+	assert.Less(t, l.lo, 2*time.Second, "the c-th counted may be one of the burst")
+	assert.Zero(t, l.window(), "nothing pinned by a burst alone")
+
+	// The last of the burst, answered "1 of yours": counted first, the
+	// four before it in our log not yet. Its bound back reaches past them.
+	l2 := sendLog{base: t0}
+	for i := range 5 {
+		l2.admitted(l2.add(t0.Add(time.Duration(i) * 10 * time.Millisecond)))
+	}
+	var b2 []uint32
+	for range 5 {
+		b2 = append(b2, l2.add(t0.Add(2050*time.Millisecond)))
+	}
+	for _, s := range b2 {
+		l2.admitted(s)
+	}
+	l2.count(b2[4], 1, time.Millisecond)
+	assert.GreaterOrEqual(t, l2.hi, 2*time.Second, "the first past the window may be an old send")
+}
+
 // TestSendLogSkipsRefused: a refused request is not in a log (it keeps
 // what it admitted), so the count steps over it.
 func TestSendLogSkipsRefused(t *testing.T) {
