@@ -670,7 +670,7 @@ func (g *gate) logFull(wire int) time.Time {
 		return time.Time{}
 	}
 	q := &g.quotas[g.rl.sends.quota]
-	if !q.sliding() || !q.log || q.counted || q.rmin-max(q.claimed, int64(wire)) >= 0 {
+	if !q.sliding() || !q.log || q.counted || q.rmin-max(q.claimed, int64(wire)) > 0 {
 		return time.Time{}
 	}
 	return g.rl.sends.freeAt(q.limit, q.window+g.rl.rtt.spread()+spanClock)

@@ -237,9 +237,9 @@ func (q *quota) readyAt(now time.Time, n int64, inflight int) time.Time {
 // what it says remains is paid for by a stall.
 func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
 	if q.sliding() && q.limit > 1 {
-		if q.log && q.rmin-max(q.claimed, int64(inflight)) >= 0 {
+		if q.log && q.rmin-max(q.claimed, int64(inflight)) >= n {
 			// A log counts exactly: what it said remains is free now
-			// (claimed includes this request's n), and paced, a burst
+			// (claimed includes this request's n: n more fit), and paced, a burst
 			// it allows would be spread for good (the send log, once it
 			// times the quota, keeps the spacing it finds).
 			return 0

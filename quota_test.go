@@ -517,7 +517,10 @@ func TestQuotaFellIsALog(t *testing.T) {
 	assert.True(t, q.sliding())
 	assert.True(t, q.log)
 	assert.Equal(t, 2*time.Second, q.window)
-	assert.Zero(t, q.pace(at(2080), 1, 1), "what a log says remains is free now")
+	q.claim(at(2080), 1, false)
+	assert.Zero(t, q.pace(at(2080), 1, 1), "what a log says remains is free now: one more fits")
+	q.claim(at(2080), 1, false)
+	assert.Positive(t, q.pace(at(2080), 1, 2), "spent: the next is paced")
 
 	var early quota // sent before the answer that said none remain came back
 	window(&early)
