@@ -453,11 +453,13 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	}
 	next, wire := g.nextSend, g.onWire()
 	logged := -1 // the quota the send log times, not its pace (logTimes)
-	if g.logTimes() {
-		logged = g.rl.sends.quota
-		next = maxTime(next, g.logFree())
-	} else if t := g.logFull(wire); !t.IsZero() {
-		next = maxTime(next, t)
+	if g.rl != nil && g.rl.sends != nil {
+		if g.logTimes() {
+			logged = g.rl.sends.quota
+			next = maxTime(next, g.logFree())
+		} else if t := g.logFull(wire); !t.IsZero() {
+			next = maxTime(next, t)
+		}
 	}
 	for i := range g.quotas {
 		if ch[i] == 0 {

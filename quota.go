@@ -588,16 +588,18 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		q.said = wallOf(s.Reset)
 		return
 	}
-	if w := q.fell(s, sent); w > 0 {
-		// Its count fell while the end it wrote stayed put: a fixed
-		// window's count only grows until its end, and the next
-		// window's reset is another; this one forgets what it counted
-		// as time passes (koa-ratelimit's log over Redis, whose reset is
-		// its oldest entry's expiry rounded down to the second).
-		q.window = w
-		q.refill, q.slack, q.slid, q.log, q.settled, q.reach, q.bucketUsed = true, slidingMargin, 0, true, false, 0, 0
-		q.apply(s, false, fresh, reset, guessed, timed, ver, sent, now)
-		return
+	if s.Limit < sendLogSize && s.Remaining > q.rmin && !q.fine {
+		if w := q.fell(s, sent); w > 0 {
+			// Its count fell while the end it wrote stayed put: a fixed
+			// window's count only grows until its end, and the next
+			// window's reset is another; this one forgets what it counted
+			// as time passes (koa-ratelimit's log over Redis, whose reset is
+			// its oldest entry's expiry rounded down to the second).
+			q.window = w
+			q.refill, q.slack, q.slid, q.log, q.settled, q.reach, q.bucketUsed = true, slidingMargin, 0, true, false, 0, 0
+			q.apply(s, false, fresh, reset, guessed, timed, ver, sent, now)
+			return
+		}
 	}
 	ended := !now.Before(q.reset) // the window we knew has passed
 	if ended && q.said != 0 && s.Reset.After(q.said.time().Add(time.Second/2)) {
