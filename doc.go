@@ -153,7 +153,11 @@
 //     its limit; one whose resets step by other than whole windows counts
 //     exactly (a sliding log's oldest entry's expiry, koa-ratelimit over
 //     Redis), and the margin under its limit is searched down from 0.6
-//     requests a window to 0.1, a refusal ending the search. A sliding
+//     requests a window to 0.1, a refusal ending the search. A count that
+//     falls while the reset stays put (a request sent after the answer
+//     that said none remained finds some, at the same whole-second reset)
+//     is no fixed window's either: the quota is taken for a sliding log,
+//     and what its last answer said remains goes at once. A sliding
 //     log's window is also bounded by what its answers count: c of our
 //     requests in it puts the window between the sends c and c+1 back
 //     (Flask-Limiter's moving window writes its reset as when the log
@@ -186,7 +190,11 @@
 //     reset R is taken as a moment in [R, R+1s): the Transport learns each
 //     server's sub-second phase from the first probe that opens a new
 //     window, and after a refused probe tries again in growing steps from
-//     50 ms rather than losing the second); resets written to the
+//     50 ms rather than losing the second; where windows start at a
+//     client's request, probes that find a window open past the reset it
+//     wrote have every later reset read as rounded down, and the window
+//     end where its length, learned from the windows before, puts it,
+//     within the second after the reset); resets written to the
 //     millisecond (Reset-After: 0.25) rounded, so a millisecond short (the
 //     Transport waits that millisecond more); a reset that has passed while
 //     nothing remains means "not yet", not "no information"; windows that
