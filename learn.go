@@ -601,13 +601,15 @@ func (g *gate) restarted(q *quota, now time.Time) {
 
 // counted applies what an answer to the request tk says of quota q, the
 // i-th, to the partition's send log (sendlog.go): whether the request is
-// in a log the server keeps (admitted) or not (refused), and, once q is
-// found to be a sliding window whose resets are whole seconds ahead (its
-// window is at least as long as the furthest ahead they were: reach),
-// how many of the partition's admitted requests its window held, which
-// bounds its length; a window they bound shorter than reach made it is
-// taken (and, once taken, a longer one they bound later), and from then
-// on the log times the requests (logFree). The log starts with the first
+// in a log the server keeps (admitted) or not (refused), and how many of
+// the partition's admitted requests its window held, which bounds its
+// length (whatever q is taken for, so that a window found to slide later
+// has the bounds of the answers before). Once q is found to be a sliding
+// window whose resets are whole seconds ahead (its window is at least as
+// long as the furthest ahead they were: reach), a window they bound
+// shorter than reach made it is taken (and, once taken, a longer one they
+// bound later; for a log, one as long), and from then on the log times
+// the requests (logFree). The log starts with the first
 // answer that finds a window under sendLogSize at zero, its reset in
 // whole seconds: a window that turns out to slide is then bounded by the
 // sends of the windows before it (Flask-Limiter's moving window, whose
@@ -630,8 +632,6 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 		}
 		return
 	}
-	// Counted whatever q is taken for: a window found to slide (fell)
-	// then has the bounds its answers gave before.
 	l.count(tk.seq, s.Limit-s.Remaining, rl.rtt.jitter())
 	if !q.sliding() || q.reach <= 0 {
 		return
