@@ -234,14 +234,18 @@ func (q *quota) readyAt(now time.Time, n int64, inflight int) time.Time {
 //
 // A sliding window is paced at all times, slidingMargin under its limit
 // per window: what it counts weighs on it for two windows, so a burst of
-// what it says remains is paid for by a stall.
+// what it says remains is paid for by a stall. A sliding log (log) is
+// not, while its last answer says some remain: it counts each request
+// once, for one window.
 func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
 	if q.sliding() && q.limit > 1 {
 		if q.log && q.rmin-max(q.claimed, int64(inflight)) >= n {
 			// A log counts exactly: what it said remains is free now
-			// (claimed includes this request's n: n more fit), and paced, a burst
-			// it allows would be spread for good (the send log, once it
-			// times the quota, keeps the spacing it finds).
+			// (claimed includes this request's n; n more fit), and,
+			// paced, a burst it allows would be spread for good (the
+			// send log, once it times the quota, keeps the spacing it
+			// finds). Spent, the next waits for the send log
+			// (gate.logFull).
 			return 0
 		}
 		return time.Duration(float64(q.window) * float64(n) / (float64(q.limit) - float64(q.slack)))
