@@ -72,7 +72,10 @@ func runExternal(t *testing.T, server string, cases []externalCase) {
 			}))
 			defer tr.Close()
 			defer tr.CloseIdleConnections()
-			ctx, cancel = context.WithTimeout(context.Background(), interopTimeout)
+			// Long enough for any run the case's ratio allows to end
+			// and be measured against it (a pace learned low on a
+			// loaded machine was cut short by interopTimeout at 1.67×).
+			ctx, cancel = context.WithTimeout(context.Background(), max(interopTimeout, 2*c.ideal+5*time.Second))
 			defer cancel()
 			run := interopDrive(ctx, &http.Client{Transport: tr}, c.url, nil)
 			mu.Lock()
