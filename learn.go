@@ -661,19 +661,16 @@ func (g *gate) logFree() time.Time {
 // logFull is when the partition's next request fits a sliding log whose
 // window its answers' counts have not pinned yet (logTimes), once what
 // the last answer said remains is spent (quota.pace lets that much go at
-// once): a window as long as its resets reach (at least its length)
-// after the limit-th newest request; zero if it is no such log, room
-// remains, or the send log holds fewer. wire is the partition's requests
-// on the wire, this one included. g.mu must be held.
+// once): as logFree, with the window the quota was taken to have (as
+// far as its resets reach, or span's guess: fell), not less than its
+// length; zero if it is no such log, room remains, or the send log holds
+// fewer. wire is the partition's requests on the wire, this one
+// included. g.mu must be held.
 func (g *gate) logFull(wire int) time.Time {
-	if g.rl == nil || g.rl.sends == nil || g.rl.sends.off || g.rl.sends.quota >= len(g.quotas) {
+	if q := g.logQuota(); q == nil || !q.sliding() || !q.log || q.counted || q.left(wire) > 0 {
 		return time.Time{}
 	}
-	q := &g.quotas[g.rl.sends.quota]
-	if !q.sliding() || !q.log || q.counted || q.rmin-max(q.claimed, int64(wire)) > 0 {
-		return time.Time{}
-	}
-	return g.rl.sends.freeAt(q.limit, q.window+g.rl.rtt.spread()+spanClock)
+	return g.logFree()
 }
 
 // logTimes reports whether the send log times the partition's requests
@@ -683,11 +680,18 @@ func (g *gate) logFull(wire int) time.Time {
 // clients' requests share, or one less exact than it looked, is paced
 // from then on). g.mu must be held.
 func (g *gate) logTimes() bool {
+	q := g.logQuota()
+	return q != nil && q.counted && q.sliding()
+}
+
+// logQuota is the quota the partition's send log counts, or nil when it
+// keeps none or a request the log timed was refused (sendLog.off). g.mu
+// must be held.
+func (g *gate) logQuota() *quota {
 	if g.rl == nil || g.rl.sends == nil || g.rl.sends.off || g.rl.sends.quota >= len(g.quotas) {
-		return false
+		return nil
 	}
-	q := &g.quotas[g.rl.sends.quota]
-	return q.counted && q.sliding()
+	return &g.quotas[g.rl.sends.quota]
 }
 
 // shorten brings a pause that quotas at zero began forward to the latest

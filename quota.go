@@ -239,7 +239,7 @@ func (q *quota) readyAt(now time.Time, n int64, inflight int) time.Time {
 // once, for one window.
 func (q *quota) pace(now time.Time, n int64, inflight int) time.Duration {
 	if q.sliding() && q.limit > 1 {
-		if q.log && q.rmin-max(q.claimed, int64(inflight)) >= n {
+		if q.log && q.left(inflight) >= n {
 			// A log counts exactly: what it said remains is free now
 			// (claimed includes this request's n; n more fit), and,
 			// paced, a burst it allows would be spread for good (the
@@ -367,6 +367,20 @@ func (q *quota) narrow(w time.Duration) {
 		q.full = q.at.Add(time.Duration(float64(w) * float64(q.limit-q.rmin) / float64(q.limit)))
 	}
 }
+
+// slides takes q for a sliding window of length w (a log, when log says
+// it counts exactly), modelled as a bucket refilling limit per window
+// (apply), its slack searched from slidingMargin (slide).
+func (q *quota) slides(w time.Duration, log bool) {
+	q.window, q.log = w, log
+	q.refill, q.slack, q.slid, q.settled, q.reach, q.bucketUsed = true, slidingMargin, 0, false, 0, 0
+}
+
+// left is what q's last answer said remains, less what the requests on
+// the wire since (inflight of them) claim: what a sliding log has free
+// now, no refill counted (a log frees a place only when an entry leaves
+// it, which its answers do not say).
+func (q *quota) left(inflight int) int64 { return q.rmin - max(q.claimed, int64(inflight)) }
 
 // sliding reports whether q was found to be a sliding window that reports
 // the current fixed window's end as its reset.
@@ -599,8 +613,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 			// window's reset is another; this one forgets what it counted
 			// as time passes (koa-ratelimit's log over Redis, whose reset is
 			// its oldest entry's expiry rounded down to the second).
-			q.window = w
-			q.refill, q.slack, q.slid, q.log, q.settled, q.reach, q.bucketUsed = true, slidingMargin, 0, true, false, 0, 0
+			q.slides(w, true)
 			q.apply(s, false, fresh, reset, guessed, timed, ver, sent, now)
 			return
 		}
@@ -619,14 +632,14 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		if s.Limit > 0 && !q.restarts && s.Remaining+q.after < s.Limit-1-s.Limit/10 && s.Reset.Nanosecond() == 0 && q.said.time().Nanosecond() == 0 {
 			// Its window: as the server says, or the step between the
 			// resets it wrote (not ours, adjusted for sloppy servers).
-			q.window = s.Window
-			if q.window <= 0 {
-				q.window = reset.Sub(q.reset)
+			w := s.Window
+			if w <= 0 {
+				w = reset.Sub(q.reset)
 				if d := s.Reset.Sub(q.said.time()); q.said != 0 && d > 0 {
-					q.window = d
+					w = d
 				}
 			}
-			q.refill, q.slack, q.slid, q.log, q.settled, q.reach, q.bucketUsed = true, slidingMargin, 0, false, false, 0, 0
+			q.slides(w, false)
 			q.apply(s, false, fresh, reset, guessed, timed, ver, sent, now) // sets q.said
 			return
 		}
