@@ -119,13 +119,24 @@ func runExternal(t *testing.T, server string, cases []externalCase) {
 }
 
 // freeLoopbackPort returns a TCP port free on 127.0.0.1 just now.
-func freeLoopbackPort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+func freeLoopbackPort(t *testing.T) int { return freeLoopbackPorts(t, 1)[0] }
+
+// freeLoopbackPorts returns n distinct loopback ports free now: each is
+// held until all are found (one closed before the next is asked for may
+// be handed out again, and two frontends of a server that sets
+// SO_REUSEPORT, as haproxy does, would then share one port and each
+// other's traffic).
+func freeLoopbackPorts(t *testing.T, n int) []int {
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // startServer starts bin with args, stops it when t ends, and waits until

@@ -78,8 +78,11 @@ func TestInteropWithHAProxy(t *testing.T) {
 	bin := proxyBinary(t, "haproxy", "haproxy")
 	dir := t.TempDir()
 	var conf strings.Builder
+	// noreuseport: a port another process took meanwhile fails to bind,
+	// rather than sharing its traffic with this frontend.
 	conf.WriteString(`global
   maxconn 512
+  noreuseport
 defaults
   mode http
   timeout connect 1s
@@ -88,10 +91,11 @@ defaults
 `)
 	var cases []externalCase
 	var last string
-	for _, c := range haproxyCases {
+	ports := freeLoopbackPorts(t, 2*len(haproxyCases))
+	for k, c := range haproxyCases {
 		var urls [2]string
 		for i, role := range []string{"transport", "control"} {
-			port := freeLoopbackPort(t)
+			port := ports[2*k+i]
 			hdr := ""
 			if c.retryAfter != "" {
 				hdr = " hdr Retry-After " + c.retryAfter
