@@ -96,8 +96,11 @@ const (
 // last pause changes nothing (the gate's backoff grows instead).
 //
 // On a first refusal the interval is a guess — that the server takes per
-// second what it took before it refused (accepted, or on the wire then) —
-// times aimdCut, and slow start begins. Unless that refusal ends a burst
+// second what it took before it refused (accepted, or on the wire then,
+// but no more than twice what it accepted once that is aimdSamples or
+// more: fifty sent at once of which ten got through say the server takes
+// ten at once, not fifty a second) — times aimdCut, and slow start
+// begins. Unless that refusal ends a burst
 // (aimdSamples successes or more, and the refused request sent after
 // answers came back: afterAnswers; a refusal of the first wave sent at
 // once says only that the server's burst is smaller than the wave): then
@@ -130,7 +133,11 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 	a.ceil, a.dwell = a.step, 0
 	switch {
 	case a.step == 0:
-		a.step = time.Duration(float64(time.Second/time.Duration(max(ok, inflight, 1))) * aimdCut)
+		n := max(ok, inflight, 1)
+		if ok >= aimdSamples {
+			n = min(n, 2*ok)
+		}
+		a.step = time.Duration(float64(time.Second/time.Duration(n)) * aimdCut)
 		a.shown, a.showing = ok, true
 		a.safe, a.tight, a.twice = 0, 0, false
 		// A burst: the first wave got through whole (the refused request

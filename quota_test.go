@@ -641,7 +641,15 @@ func TestAIMDRunOutlastsTheBurst(t *testing.T) {
 	a.settleWave(20)                                          // 20 of the wave through in all
 	require.True(t, a.slow)
 	require.Equal(t, 20, a.shown)
-	step := a.step // 48 a second: a run of 21 takes under half a second
+	guess := time.Second / 24
+	guess = time.Duration(float64(guess) * aimdCut)
+	require.Equal(t, guess, a.step,
+		"twice the 12 through, not the 50 sent: a guess of 48 a second drew 57 refusals and 1.21x from 50 goroutines")
+	for range int(aimdShownSpan / a.step) { // 24 a second: a run of 21 would take 0.9 s, half a second is 11
+		a.succeeded(late, late)
+	}
+	step := a.step // doubled: 48 a second, a run of 21 takes under half a second
+	require.Equal(t, guess/2, step)
 	for range 20 {
 		a.succeeded(late, late)
 	}
