@@ -150,7 +150,11 @@
 //     wait, since each probe beyond it may cost as much. A sliding window that reports
 //     its fixed window's end as its reset (go-chi/httprate) is recognised
 //     by a new window that opens nearly exhausted, and paced just under
-//     its limit; one whose resets step by other than whole windows counts
+//     its limit; so is one whose reset, told finer than the second, is
+//     when its count will be all gone (this project's server over a
+//     repository: the end of the window after the current one), by a
+//     reset that steps a whole window on while the old one is still over
+//     half a window away; one whose resets step by other than whole windows counts
 //     exactly (a sliding log's oldest entry's expiry, koa-ratelimit over
 //     Redis), and the margin under its limit is searched down from 0.6
 //     requests a window to 0.1, a refusal ending the search. A count that

@@ -719,5 +719,5 @@ var convergeMisses = map[int]struct {
 	18: {"f/own sliding_log", 0.935},                            // 150 per 5 s, 155 ms away (0.864 while a refused probe could take it for a window every request restarts: stretch)
 	22: {"c/legacy epoch reset, Retry-After fractional", 0.946}, // 5 s windows 130 ms away: a probe's round trip a window, where the window's end brought forward met the old window once (span.distrust)
 	41: {"g/github secondary 40/s, 403 retry-after 2", 0.753},   // the limit is never told: a refusal a few windows; and ten in flight 195 ms away carry 23 a second of the 30 (0.759 before GitHub's ten)
-	43: {"f/own sliding_window", 0.713},                         // 9 a second, 11 goroutines 145 ms away: its small remaining is counted against the requests on the wire (it refills as its previous window fades, which the answers do not say: no w, t until empty)
+	43: {"f/own sliding_window", 0.911},                         // 9 a second, 11 goroutines 145 ms away: paced as a sliding counter once its reset steps a window ahead (aheadStep), its first two seconds asked answer by answer
 }

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"math"
 	"strings"
 	"time"
 
@@ -31,7 +32,11 @@ type quota struct {
 	span span // how long a window lasts from its first request
 
 	claimed int64 // units claimed by requests on the wire
-	avg     int64 // the average declared cost of recent requests; 0: none yet
+	// avg is the average declared cost of recent requests (0: none yet);
+	// after, the units sent since the window's reset passed (the
+	// new-window test of apply). Both stop at math.MaxInt32, far beyond
+	// any window's count (four bytes each keep a quota in 240).
+	avg, after int32
 }
 
 // word is what the server's answers said of a quota, as the tightest
@@ -45,13 +50,15 @@ type word struct {
 
 	// full: when a refilling quota is full (see refill); until a quota
 	// is found to refill, when bucket's sample answer said it would be.
-	full time.Time
-	said wallTime // the reset the server last wrote, as it wrote it
+	full  time.Time
+	said  wallTime // the reset the server last wrote, as it wrote it
+	ahead wallTime // the furthest reset told finer than the second that its answers wrote (aheadStep)
 
 	known   bool  // rmin, at, reset and full hold the server's word
 	guessed bool  // reset is our guess (the server's had passed): no pacing
 	fine    bool  // the server wrote a reset finer than the second
 	heard   uint8 // answers applied, up to 255 (only "more than one" is asked)
+	kept    uint8 // answers, up to 255, that wrote ahead (aheadStep)
 	rises   bool  // more remained in a later answer of the same window: not spread (pace)
 	// restarts: a refusal pushed the window's end on, and every answer
 	// fit a window that every request restarts (shape.stretch): each
@@ -67,11 +74,10 @@ type word struct {
 // as one: refill), and for a sliding window, its length and how far under
 // its limit it is paced.
 type shape struct {
-	// Sliding-window detection: the window's length, and the units sent
-	// since the last reset passed.
+	// Sliding-window detection: the window's length (quota.after counts
+	// the units sent since the last reset passed).
 	window time.Duration
 	reach  time.Duration // sliding: the furthest ahead a reset of its was, when it said it (the window is at least that); else bucket's time a unit
-	after  int64
 	// slack: requests per window under its limit a sliding window is
 	// paced (pace), searched down from slidingMargin (slide).
 	slack      float32
@@ -161,7 +167,7 @@ func (q *quota) charge(c *cost) int64 {
 			return sum
 		}
 	}
-	return max(q.avg, 1)
+	return max(int64(q.avg), 1)
 }
 
 // tooBig reports whether n units can never fit in q.
@@ -318,6 +324,18 @@ func (q *quota) slide(refused bool) {
 	}
 }
 
+// offWindows reports whether d, the step between two resets of a sliding
+// window of length w, is no whole number of windows: exactly, for resets
+// in whole seconds; within sameEnd, for resets told finer (placed by
+// when each answer arrived).
+func offWindows(d, w time.Duration, fine bool) bool {
+	if !fine {
+		return d != 0 && d%w != 0
+	}
+	r := d.Abs() % w
+	return min(r, w-r) > sameEnd
+}
+
 // sameEnd is how far apart two answers' resets, told to the
 // millisecond, may be and still be read as the same window's end
 // (apply): a reset told as a time from the answer is placed by when the
@@ -444,13 +462,14 @@ func low(avail, limit int64) bool {
 func (q *quota) claim(now time.Time, n int64, declared bool) {
 	q.claimed += n
 	if q.known && !now.Before(q.reset) {
-		q.after += n
+		q.after = int32(min(int64(q.after)+n, math.MaxInt32))
 	}
 	if declared && !q.countsRequests() {
+		n = min(n, math.MaxInt32)
 		if q.avg == 0 {
-			q.avg = n
+			q.avg = int32(n)
 		} else {
-			q.avg += (n - q.avg) / 8
+			q.avg += int32((n - int64(q.avg)) / 8)
 		}
 	}
 }
@@ -589,10 +608,20 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 				q.window = w
 			}
 		}
-		if d := s.Reset.Sub(q.said.time()); s.Window <= 0 && q.said != 0 && d >= time.Second && d < q.window && d >= q.reach {
+		prev, step := q.said, true
+		if q.fine && q.ahead != 0 {
+			// Told finer than the second (aheadStep), only the
+			// furthest reset steps; a nearer one is an answer at zero
+			// saying when one more is free.
+			prev = q.ahead
+			if step = s.Reset.Sub(prev.time()) > sameEnd; step {
+				q.ahead = wallOf(s.Reset)
+			}
+		}
+		if d := s.Reset.Sub(prev.time()); step && s.Window <= 0 && prev != 0 && d >= time.Second && d < q.window && d >= q.reach {
 			q.window = d
 		}
-		if d := s.Reset.Sub(q.said.time()); q.said != 0 && d != 0 && q.window > 0 && d%q.window != 0 {
+		if d := s.Reset.Sub(prev.time()); step && prev != 0 && q.window > 0 && offWindows(d, q.window, q.fine) {
 			// A reset that is no fixed window's end (those step by
 			// whole windows): a log's oldest entry's expiry, which counts
 			// exactly (slide).
@@ -618,6 +647,17 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 			return
 		}
 	}
+	if w := q.aheadStep(s, now); w > 0 {
+		// Its reset stepped a whole window on while the one it replaced
+		// was still over half a window away: the end it says is a later
+		// window's than the one counting (this project's sliding window
+		// says when it is empty, two windows on), and the count that
+		// stepped is the epoch's window turning. A sliding counter of
+		// that window.
+		q.slides(w, false)
+		q.apply(s, false, fresh, reset, guessed, timed, ver, sent, now)
+		return
+	}
 	ended := !now.Before(q.reset) // the window we knew has passed
 	if ended && q.said != 0 && s.Reset.After(q.said.time().Add(time.Second/2)) {
 		// A new window. A fixed window starts empty: what remains is the
@@ -629,7 +669,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// epoch seconds. (A reset written relative to the answer — a
 		// bucket's next permit, a sliding log's next free slot — moves
 		// with each answer: nothing to tell a window's length by.)
-		if s.Limit > 0 && !q.restarts && s.Remaining+q.after < s.Limit-1-s.Limit/10 && s.Reset.Nanosecond() == 0 && q.said.time().Nanosecond() == 0 {
+		if s.Limit > 0 && !q.restarts && s.Remaining+int64(q.after) < s.Limit-1-s.Limit/10 && s.Reset.Nanosecond() == 0 && q.said.time().Nanosecond() == 0 {
 			// Its window: as the server says, or the step between the
 			// resets it wrote (not ours, adjusted for sloppy servers).
 			w := s.Window
@@ -725,6 +765,41 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	}
 	q.known = true
 	q.said = wallOf(s.Reset)
+}
+
+// aheadStep reports the window of q, when an answer s, read at now, shows
+// that q's reset is a later window's end than the one that counts: the
+// furthest reset its answers wrote, told finer than the second (ahead),
+// was written by two answers or more (kept), then one wrote a reset a
+// whole number of seconds further on while the one it replaces was still
+// more than half that step away. (A fixed window's reset steps when it
+// has passed; a bucket's or a log's moves with every answer.) Nearer
+// resets are passed over: an answer to an earlier request, or one at zero
+// that says when one more unit is free. 0 if s shows no such step.
+func (q *quota) aheadStep(s *headers.Quota, now time.Time) time.Duration {
+	if !q.fine || q.refill || q.restarts || s.Limit <= 0 || s.Reset.IsZero() {
+		q.ahead, q.kept = 0, 0
+		return 0
+	}
+	r := wallOf(s.Reset)
+	d := time.Duration(r - q.ahead)
+	switch {
+	case q.ahead == 0:
+		q.ahead, q.kept = r, 1
+		return 0
+	case d.Abs() <= sameEnd:
+		q.kept = min(q.kept+1, 255)
+		return 0
+	case d < 0:
+		return 0
+	}
+	old, kept := q.ahead.time(), q.kept
+	q.ahead, q.kept = r, 1
+	w := d.Round(time.Second)
+	if kept < 2 || w < time.Second || (d-w).Abs() > sameEnd || !now.Before(old.Add(-w/2)) {
+		return 0
+	}
+	return w
 }
 
 // fell reports the length of q's window, when an answer s to a request

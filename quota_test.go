@@ -494,6 +494,50 @@ func TestSpanReadsResetsRoundedDown(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// TestQuotaAheadStepIsASlidingCounter: a reset told finer than the
+// second that two answers or more wrote, then one a whole window further
+// on while the old one was still over half a window away, is a later
+// window's end than the one counting — this project's sliding window
+// (server.New over a repository) says when its count is all gone, the
+// end of the epoch's window after the current one — and the quota is
+// taken for a sliding counter of that window. A fixed window's reset
+// steps when it has passed, and a bucket's or a log's moves with every
+// answer: neither is one.
+func TestQuotaAheadStepIsASlidingCounter(t *testing.T) {
+	ms := time.Millisecond
+	answer := func(q *quota, remaining int64, reset, now time.Duration) {
+		r := t0.Add(reset)
+		q.apply(&headers.Quota{Limit: 10, Remaining: remaining, Reset: r}, false, true, r, false, false, 1, t0.Add(now-100*ms), t0.Add(now))
+	}
+
+	var c quota
+	answer(&c, 8, 1805*ms, 150*ms)
+	answer(&c, 7, 1806*ms, 160*ms) // the same end, placed by another answer's way back
+	answer(&c, 0, 916*ms, 200*ms)  // at zero it says when one more is free: passed over
+	require.False(t, c.sliding())
+	answer(&c, 3, 2805*ms, 1200*ms) // the epoch's window turned; the old end is 0.6 s away
+	assert.True(t, c.sliding(), "a reset a window on, the old one still ahead: a sliding counter")
+	assert.Equal(t, time.Second, c.window)
+	assert.False(t, c.log, "it steps by whole windows: a counter, not a log")
+
+	var once quota
+	answer(&once, 8, 1805*ms, 150*ms)
+	answer(&once, 3, 2805*ms, 1200*ms)
+	assert.False(t, once.sliding(), "one answer's reset is no end the server keeps")
+
+	var fixed quota
+	answer(&fixed, 8, 1000*ms, 150*ms)
+	answer(&fixed, 7, 1001*ms, 160*ms)
+	answer(&fixed, 9, 2010*ms, 1010*ms) // its window ended: the next one's end
+	assert.False(t, fixed.sliding(), "a fixed window steps once its end has passed")
+
+	var moving quota
+	for i, r := range []time.Duration{1000 * ms, 1100 * ms, 1200 * ms, 2200 * ms} {
+		answer(&moving, int64(8-i), r, time.Duration(100+10*i)*ms)
+	}
+	assert.False(t, moving.sliding(), "a reset that moves with every answer (a bucket's, a log's) keeps no end")
+}
+
 // TestQuotaFellIsALog: a count that falls while the reset stays where it
 // was is no fixed window's (whose count only grows until its end, the
 // next writing another reset): a request sent after the answer that
