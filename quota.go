@@ -647,16 +647,18 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 			return
 		}
 	}
-	if w := q.aheadStep(s, now); w > 0 {
-		// Its reset stepped a whole window on while the one it replaced
-		// was still over half a window away: the end it says is a later
-		// window's than the one counting (this project's sliding window
-		// says when it is empty, two windows on), and the count that
-		// stepped is the epoch's window turning. A sliding counter of
-		// that window.
-		q.slides(w, false)
-		q.apply(s, false, fresh, reset, guessed, timed, ver, sent, now)
-		return
+	if q.fine { // (asked here, not in aheadStep: GitHub's answers are spared a call)
+		if w := q.aheadStep(s, now); w > 0 {
+			// Its reset stepped a whole window on while the one it
+			// replaced was still over half a window away: the end it
+			// says is a later window's than the one counting (this
+			// project's sliding window says when it is empty, two
+			// windows on), and the count that stepped is the epoch's
+			// window turning. A sliding counter of that window.
+			q.slides(w, false)
+			q.apply(s, false, fresh, reset, guessed, timed, ver, sent, now)
+			return
+		}
 	}
 	ended := !now.Before(q.reset) // the window we knew has passed
 	if ended && q.said != 0 && s.Reset.After(q.said.time().Add(time.Second/2)) {
@@ -767,17 +769,18 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	q.said = wallOf(s.Reset)
 }
 
-// aheadStep reports the window of q, when an answer s, read at now, shows
-// that q's reset is a later window's end than the one that counts: the
-// furthest reset its answers wrote, told finer than the second (ahead),
-// was written by two answers or more (kept), then one wrote a reset a
-// whole number of seconds further on while the one it replaces was still
-// more than half that step away. (A fixed window's reset steps when it
-// has passed; a bucket's or a log's moves with every answer.) Nearer
-// resets are passed over: an answer to an earlier request, or one at zero
-// that says when one more unit is free. 0 if s shows no such step.
+// aheadStep reports the window of q, whose resets are told finer than the
+// second, when an answer s, read at now, shows that q's reset is a later
+// window's end than the one that counts: the furthest reset its answers
+// wrote (ahead) was written by two answers or more (kept), then one wrote
+// a reset a whole number of seconds further on while the one it replaces
+// was still more than half that step away. (A fixed window's reset steps
+// when it has passed; a bucket's or a log's moves with every answer.)
+// Nearer resets are passed over: an answer to an earlier request, or one
+// at zero that says when one more unit is free. 0 if s shows no such
+// step.
 func (q *quota) aheadStep(s *headers.Quota, now time.Time) time.Duration {
-	if !q.fine || q.refill || q.restarts || s.Limit <= 0 || s.Reset.IsZero() {
+	if q.refill || q.restarts || s.Limit <= 0 || s.Reset.IsZero() {
 		q.ahead, q.kept = 0, 0
 		return 0
 	}
