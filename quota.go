@@ -791,7 +791,9 @@ func (q *quota) aheadStep(s *headers.Quota, now time.Time) time.Duration {
 		q.ahead, q.kept = r, 1
 		return 0
 	case d.Abs() <= sameEnd:
-		q.kept = min(q.kept+1, 255)
+		if q.kept < 255 {
+			q.kept++
+		}
 		return 0
 	case d < 0:
 		return 0

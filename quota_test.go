@@ -520,6 +520,13 @@ func TestQuotaAheadStepIsASlidingCounter(t *testing.T) {
 	assert.Equal(t, time.Second, c.window)
 	assert.False(t, c.log, "it steps by whole windows: a counter, not a log")
 
+	var many quota       // more answers at one end than kept counts
+	for i := range 256 { // a uint8 count that wrapped would read 0
+		answer(&many, 5, 1805*ms, time.Duration(150+i)*ms)
+	}
+	answer(&many, 3, 2805*ms, 1200*ms)
+	assert.True(t, many.sliding(), "kept stops at 255, it does not wrap")
+
 	var once quota
 	answer(&once, 8, 1805*ms, 150*ms)
 	answer(&once, 3, 2805*ms, 1200*ms)
