@@ -133,41 +133,41 @@
 //     pace. Beside quotas with room (a limit the server keeps to itself,
 //     whose wait is a penalty rather than the rest of a window), a first
 //     refusal that ended a burst shorter than its wait (of at most ten
-//     seconds) paces at that burst per second, and a second measures the pace over the run and
-//     the wait, the tighter of its and the first's. A later such refusal whose wait is told finer than the second
-//     and ends a whole number of seconds after the last wait ended marks
-//     a fixed window, and measures the pace again over it. While the
-//     answers to the first requests come back, a new request waits for
-//     the rest (as long again as the first took, at least 50 ms and at
-//     most half a second),
-//     so that a refusal still on its way pauses the partition before a
-//     second wave meets the same limit; and when they all succeeded
-//     without a word of limits, the requests after them go one, then
-//     two, four, eight, each batch once the last is answered, until a
-//     batch as large as the first wave got through, so that a wave that
-//     spent a window costs one refusal, not a wave of them. The creep
-//     beyond the rate last refused waits thirty times that refusal's
-//     wait, since each probe beyond it may cost as much. A sliding window that reports
-//     its fixed window's end as its reset (go-chi/httprate) is recognised
-//     by a new window that opens nearly exhausted, and paced just under
-//     its limit; so is one whose reset, told finer than the second, is
-//     when its count will be all gone (this project's server over a
-//     repository: the end of the window after the current one), by a
-//     reset that steps a whole window on while the old one is still over
-//     half a window away; one whose resets step by other than whole windows counts
-//     exactly (a sliding log's oldest entry's expiry, koa-ratelimit over
-//     Redis), and the margin under its limit is searched down from 0.6
-//     requests a window to 0.1, a refusal ending the search. A count that
-//     falls while the reset stays put (a request sent after the answer
-//     that said none remained finds some, at the same whole-second reset)
-//     is no fixed window's either: the quota is taken for a sliding log,
-//     and what its last answer said remains goes at once. A sliding
-//     log's window is also bounded by what its answers count: c of our
-//     requests in it puts the window between the sends c and c+1 back
-//     (Flask-Limiter's moving window writes its reset as when the log
-//     will be empty, a second or more beyond a window); once the counts
-//     pin it, the next request goes a window after the limit-th newest
-//     of ours, not paced under the limit, until one it timed is refused.
+//     seconds) paces at that burst per second, and a second measures the
+//     pace over the run and the wait, the tighter of its and the first's. A
+//     later such refusal whose wait is told finer than the second and ends a
+//     whole number of seconds after the last wait ended marks a fixed
+//     window, and measures the pace again over it. While the answers to the
+//     first requests come back, a new request waits for the rest (as long
+//     again as the first took, at least 50 ms and at most half a second), so
+//     that a refusal still on its way pauses the partition before a second
+//     wave meets the same limit; and when they all succeeded without a word
+//     of limits, the requests after them go one, then two, four, eight, each
+//     batch once the last is answered, until a batch as large as the first
+//     wave got through, so that a wave that spent a window costs one
+//     refusal, not a wave of them. The creep beyond the rate last refused
+//     waits thirty times that refusal's wait, since each probe beyond it may
+//     cost as much. A sliding window that reports its fixed window's end as
+//     its reset (go-chi/httprate) is recognised by a new window that opens
+//     nearly exhausted, and paced just under its limit; so is one whose
+//     reset, told finer than the second, is when its count will be all gone
+//     (this project's server over a repository: the end of the window after
+//     the current one), by a reset that steps a whole window on while the
+//     old one is still over half a window away; one whose resets step by
+//     other than whole windows counts exactly (a sliding log's oldest
+//     entry's expiry, koa-ratelimit over Redis), and the margin under its
+//     limit is searched down from 0.6 requests a window to 0.1, a refusal
+//     ending the search. A count that falls while the reset stays put (a
+//     request sent after the answer that said none remained finds some,
+//     at the same whole-second reset) is no fixed window's either: the
+//     quota is taken for a sliding log, and what its last answer said
+//     remains goes at once. A sliding log's window is also bounded by
+//     what its answers count: c of our requests in it puts the window
+//     between the sends c and c+1 back (Flask-Limiter's moving window
+//     writes its reset as when the log will be empty, a second or more
+//     beyond a window); once the counts pin it, the next request goes a
+//     window after the limit-th newest of ours, not paced under the
+//     limit, until one it timed is refused.
 //     A window every request restarts (Flask-Limiter's elastic window)
 //     is told by a refusal that pushed its reset a second or more on
 //     while every answer's reset lay a whole number of seconds (rounded
