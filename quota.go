@@ -972,6 +972,7 @@ func (p *span) learn(next, first, whole, spent, timed bool, sent, reset, now tim
 		p.lo = max(p.lo, sent.Sub(p.openAt)+p.shortest())
 	}
 	p.boundBy(reset)
+	p.floorBy(reset, sent, now)
 	if p.hi != 0 && p.lo >= p.hi+spanClock {
 		// Crossed (by more than a server's clock tick: spanClock): the
 		// resets are rounded down (koa-ratelimit's log over Redis), and
@@ -994,6 +995,37 @@ func (p *span) boundBy(reset time.Time) {
 		reset = reset.Add(time.Second)
 	}
 	p.bound(p.since(reset))
+}
+
+// floorBy raises the lower bound to the length a reset written in whole
+// seconds (zero: none written) allows, in an answer to a request sent at
+// sent and read at now: whether the server rounded it up, down or to the
+// nearest, the window ends less than a second before it, and it opened
+// before its first request was answered (openAt). An epoch reset is the
+// server's clock's (ours, we take it, to well within the second); one
+// relative to the answer was written when the server counted the
+// request, after sent and after the window opened: the window is longer
+// than what it says less a second, and than that from sent. Without it, the length guessed was the shortest whole
+// number of seconds past what the window had been seen to hold: express's
+// legacy epoch resets over 5 s windows, a refused probe at 1, 2, 3 and 4
+// seconds into the first four windows, each costing a round trip of the
+// next window. A reset a window later than the bounds allow (an answer
+// of the next window read as of this one) raises nothing.
+func (p *span) floorBy(reset, sent, now time.Time) {
+	if reset.IsZero() || p.openAt.IsZero() || sent.IsZero() || p.loose {
+		return
+	}
+	d := reset.Add(-time.Second).Sub(p.openAt)
+	if reset.Nanosecond() != 0 || reset.Sub(now)%time.Second == 0 {
+		// Relative to the answer (whole.go: wholeSeconds), written after
+		// the window opened and after sent: more than the reset less a
+		// second after either.
+		left := reset.Sub(now) - time.Second
+		d = left + max(sent.Sub(p.openAt), 0)
+	}
+	if p.hi == 0 || d < p.hi {
+		p.lo = max(p.lo, d)
+	}
 }
 
 // downTo is end, span's guess of a window's end, where resets are read

@@ -429,23 +429,43 @@ func TestSpanFromAResetInWholeSeconds(t *testing.T) {
 
 // TestSpanDoubtWithWholeSecondResets: a two-second window opened just past
 // a whole second, whose reset is written rounded up, leaves three seconds
-// between the bounds while a burst keeps the lower one near zero: with
-// resets written to the millisecond that is too much doubt to guess, with
-// whole seconds (where waiting for the reset costs a second a window) the
-// shortest whole second is guessed, and a refused probe moves it on.
+// between the bounds if the reset is read as an upper bound alone, while a
+// burst keeps the lower one near zero; and the shortest whole second was
+// guessed, a refused probe at each second on. Whichever way the server
+// rounded, the window ends less than a second before the reset
+// (span.floorBy): more than 1.96 s long, so 2 s at once.
 func TestSpanDoubtWithWholeSecondResets(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	var p span
 	p.learn(true, true, true, false, true, at(20), at(3000), at(40))      // opened at 20 ms; the reset 2.02 s rounded up to 3
 	p.learn(false, false, true, false, true, at(60), time.Time{}, at(80)) // the burst's rest
 	assert.Equal(t, 2980*time.Millisecond, p.hi)
-	assert.Zero(t, p.guess(false), "2.96 s of doubt: too much at the millisecond")
-	assert.Equal(t, time.Second, p.guess(true))
-	assert.Equal(t, at(1040), p.end(true))
-	// The probe at the guess finds the window still spent.
-	p.learn(false, false, true, false, true, at(1050), time.Time{}, at(1070))
+	assert.Equal(t, 1960*time.Millisecond, p.lo, "ends after 2 s (epoch seconds), opened by 40 ms")
 	assert.Equal(t, 2*time.Second, p.guess(true))
+	assert.Equal(t, 2*time.Second, p.guess(false))
 	assert.Equal(t, at(2040), p.end(true))
+}
+
+// TestSpanFloorFromAResetRelativeToTheAnswer: a reset written as seconds
+// from the answer ("t=3", rounded up) was written once the window had
+// opened and once the request had left, whenever the answer came back:
+// the window is more than 2 s long, and more than that from the request's
+// sending, less when the window opened. A reset a window later than the
+// bounds allow (an answer of the next window) raises nothing.
+func TestSpanFloorFromAResetRelativeToTheAnswer(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var p span
+	p.learn(true, true, true, false, true, at(20), at(3045), at(45)) // the opener: "3" read at 45 ms
+	assert.Equal(t, 2*time.Second, p.lo, "more than 2 s: its own request opened it")
+	assert.Equal(t, 3*time.Second, p.guess(true))
+	// Sent 500 ms after the opener's answer, "3" again: more than 2.5 s.
+	p.learn(false, false, true, false, true, at(545), at(3570), at(570))
+	assert.Equal(t, 2500*time.Millisecond, p.lo)
+	assert.Equal(t, 3*time.Second, p.guess(true))
+	// An answer of a later window, read as of this one: past the upper
+	// bound, it raises nothing.
+	p.floorBy(at(6120), at(3100), at(3120))
+	assert.Equal(t, 2500*time.Millisecond, p.lo)
 }
 
 // TestSpanReadsResetsRoundedDown: bounds that cross with resets read as
