@@ -163,7 +163,8 @@ func TestConcurrencyQuota(t *testing.T) {
 // far off, searches halfway up to the refused interval; a refusal of a
 // pace no run proved halves the rate; a refusal with no success since the
 // last pause changes nothing; a creeping pace that a refusal ends after a
-// long enough run is measured; a pace a server measured is not searched.
+// long enough run is measured, no slower than three cuts under the pace
+// refused; a pace a server measured is not searched.
 func TestAIMD(t *testing.T) {
 	cut := func(d time.Duration) time.Duration { return time.Duration(float64(d) * aimdCut) }
 	runs := func(a *aimd, n int) {
@@ -211,9 +212,18 @@ func TestAIMD(t *testing.T) {
 	assert.Equal(t, plateau, a.step, "no success since the pause: unchanged")
 	runs(&a, aimdRun)
 	assert.Equal(t, plateau, a.step, "a run dwells at the plateau")
-	assert.Zero(t, a.refused(t0.Add(5*time.Second), t0, 39, 3, true), "a paced refusal holds nothing")
-	assert.Equal(t, cut(5*time.Second/41), a.step,
-		"creeping: measured, 39 answered plus 2 on the wire in 5s, times the cut, slower than the safe interval")
+	b := a
+	assert.Zero(t, a.refused(t0.Add(4500*time.Millisecond), t0, 39, 3, true), "a paced refusal holds nothing")
+	assert.Equal(t, cut(4500*time.Millisecond/41), a.step,
+		"creeping: measured, 39 answered plus 2 on the wire in 4.5 s, times the cut, slower than the safe interval")
+	// The same run over 5 s (and over a minute) measures a rate further
+	// under the pace refused than three cuts: what the server took over a
+	// run that started slower says less than the pace the creep reached.
+	c := b
+	b.refused(t0.Add(5*time.Second), t0, 39, 3, true)
+	assert.InDelta(t, float64(cut(cut(cut(plateau)))), float64(b.step), 10, "no slower than the pace refused, cut three times")
+	c.refused(t0.Add(time.Minute), t0, 39, 3, true)
+	assert.Equal(t, b.step, c.step)
 
 	// One request at a time: the guess (a second) rests on one request.
 	var s aimd
