@@ -972,7 +972,9 @@ func (p *span) learn(next, first, whole, spent, timed bool, sent, reset, now tim
 		p.lo = max(p.lo, sent.Sub(p.openAt)+p.shortest())
 	}
 	p.boundBy(reset)
-	p.floorBy(reset, sent, now)
+	if !p.openAt.IsZero() && !reset.IsZero() { // (a call spared most answers: GitHub's)
+		p.floorBy(reset, sent, now)
+	}
 	if p.hi != 0 && p.lo >= p.hi+spanClock {
 		// Crossed (by more than a server's clock tick: spanClock): the
 		// resets are rounded down (koa-ratelimit's log over Redis), and
