@@ -724,29 +724,38 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 	if q.heard > 1 && !q.fine && !guessed {
 		said = s.Reset
 	}
-	first := s.Remaining == s.Limit-1 || s.Limit <= 0
-	if first && !next && q.rmin < s.Remaining && q.span.openAt.IsZero() && q.said == wallOf(s.Reset) {
-		// The answer to the request that opened this window, come back
-		// after others of it that said less remains (answers that come
-		// back together are learned in any order).
-		q.span.opened(sent, now)
-	}
-	q.span.learn(next, first, !q.fine, spent, timed, sent, said, now)
-	if said.IsZero() && q.heard > 1 && !q.fine && q.span.down {
-		// A reset that has passed while nothing remains (resetFor's
-		// guess replaced it), read as rounded down: the window still
-		// ends within the second after it.
-		q.span.boundBy(s.Reset)
-	}
-
-	if end := q.span.end(!q.fine); !end.IsZero() && !q.restarts {
-		if t, ok := q.span.downTo(end, s.Reset); ok {
-			// A reset rounded down: the window's end lies past it (the
-			// server's guessed, or ours made of it: later or earlier).
-			reset = t
-		} else if !guessed && end.Add(spanGain).Before(reset) {
-			reset = end
+	// span learns windows of seconds to minutes; one whose reset is
+	// further away (GitHub's hour) it could bring forward by a second of
+	// rounding at its very end, and the work is spared (a window that
+	// came within spanFar later is not learned either: its opening was
+	// not seen).
+	if said.IsZero() || said.Unix()-now.Unix() < spanFar {
+		first := s.Remaining == s.Limit-1 || s.Limit <= 0
+		if first && !next && q.rmin < s.Remaining && q.span.openAt.IsZero() && q.said == wallOf(s.Reset) {
+			// The answer to the request that opened this window, come back
+			// after others of it that said less remains (answers that come
+			// back together are learned in any order).
+			q.span.opened(sent, now)
 		}
+		q.span.learn(next, first, !q.fine, spent, timed, sent, said, now)
+		if said.IsZero() && q.heard > 1 && !q.fine && q.span.down {
+			// A reset that has passed while nothing remains (resetFor's
+			// guess replaced it), read as rounded down: the window still
+			// ends within the second after it.
+			q.span.boundBy(s.Reset)
+		}
+
+		if end := q.span.end(!q.fine); !end.IsZero() && !q.restarts {
+			if t, ok := q.span.downTo(end, s.Reset); ok {
+				// A reset rounded down: the window's end lies past it (the
+				// server's guessed, or ours made of it: later or earlier).
+				reset = t
+			} else if !guessed && end.Add(spanGain).Before(reset) {
+				reset = end
+			}
+		}
+	} else if next {
+		q.span.openAt, q.span.rtt = time.Time{}, 0 // not learned: this window's opening is not known
 	}
 	switch {
 	case next, q.guessed && !guessed:
@@ -1073,6 +1082,10 @@ func (p *span) guess(whole bool) time.Duration {
 	}
 	return w
 }
+
+// spanFar is how far ahead, in seconds, a reset in whole seconds may lie
+// for span to learn from its answer (quota.apply).
+const spanFar = 600
 
 // spanClock is how far below a window's length span's upper bound may
 // fall and still admit it: a server reads its clock to the millisecond

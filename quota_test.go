@@ -575,6 +575,42 @@ func TestQuotaAheadStepIsASlidingCounter(t *testing.T) {
 	assert.False(t, moving.sliding(), "a reset that moves with every answer (a bucket's, a log's) keeps no end")
 }
 
+// TestSpanSparesFarWindows: span learns windows of seconds to minutes
+// (quota.apply). The answers of a window whose reset in whole seconds
+// lies more than spanFar ahead (GitHub's hour) are not learned from —
+// nothing is bounded, nothing guessed — until its end comes within
+// spanFar; a window that turned meanwhile is not learned at all (its
+// opening was not seen). A window a minute long is learned from every
+// answer.
+func TestSpanSparesFarWindows(t *testing.T) {
+	answer := func(q *quota, remaining int64, reset, sent time.Time) {
+		now := sent.Add(20 * time.Millisecond)
+		q.apply(&headers.Quota{Limit: 100, Remaining: remaining, Reset: reset}, false, true, reset, false, true, 1, sent, now)
+	}
+	end := t0.Add(time.Hour)
+	var hour quota
+	for i := range 5 {
+		answer(&hour, int64(99-i), end, t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	assert.Zero(t, hour.span.hi, "an hour away: the reset bounds nothing yet")
+	answer(&hour, 50, end, end.Add(-5*time.Minute))
+	assert.NotZero(t, hour.span.hi, "within spanFar of its end, the window's first answer known: learned")
+
+	// The next window turns while its end is far: not learned.
+	next := end.Add(time.Hour)
+	answer(&hour, 99, next, end.Add(time.Second))
+	assert.True(t, hour.span.openAt.IsZero(), "a window turned far from its end: its opening is not learned")
+	answer(&hour, 40, next, next.Add(-5*time.Minute))
+	assert.True(t, hour.span.openAt.IsZero())
+
+	var minute quota
+	for i := range 5 {
+		answer(&minute, int64(99-i), t0.Add(time.Minute), t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	assert.False(t, minute.span.openAt.IsZero(), "a minute's window is learned")
+	assert.NotZero(t, minute.span.hi)
+}
+
 // TestQuotaFellIsALog: a count that falls while the reset stays where it
 // was is no fixed window's (whose count only grows until its end, the
 // next writing another reset): a request sent after the answer that
