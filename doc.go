@@ -81,19 +81,23 @@
 //     and many more) are learned from the request that opened each: such a
 //     window ends one length after that request arrived, which bounds it
 //     to a round trip where an epoch reset in whole seconds leaves a
-//     second of doubt. Such windows are counted by the server's clock:
-//     the way back of the opener's answer and the way there of the next
-//     request take at least the shortest round trip seen, so the window's
-//     end is that much earlier than its answers show (less a margin;
-//     once sixteen answers are timed, and halved each time a probe sent
-//     then is still counted in the old window). OpenAI's and Anthropic's quotas refill
-//     continuously ("reset 6m0s" means full again in six minutes), so they
-//     are modelled as buckets refilling at limit/window: a request waits
-//     until enough has refilled, not until the reset. So is any quota
-//     whose time until full, told to the millisecond, grows with what is
-//     spent at one time a unit (a token or leaky bucket, GCRA, as
-//     server.New writes them): two answers, one saying twice as much
-//     spent as the other, that agree on that time find it.
+//     second of doubt; and whatever way a reset in whole seconds was
+//     rounded, the window ends less than a second before it, which bounds
+//     the length from below (windows of several seconds were otherwise
+//     probed a second at a time). Such windows are counted by the
+//     server's clock: the way back of the opener's answer and the way
+//     there of the next request take at least the shortest round trip
+//     seen, so the window's end is that much earlier than its answers
+//     show (less a margin; once sixteen answers are timed, and halved
+//     each time a probe sent then is still counted in the old window).
+//     OpenAI's and Anthropic's quotas refill continuously ("reset 6m0s"
+//     means full again in six minutes), so they are modelled as buckets
+//     refilling at limit/window: a request waits until enough has
+//     refilled, not until the reset. So is any quota whose time until
+//     full, told to the millisecond, grows with what is spent at one time
+//     a unit (a token or leaky bucket, GCRA, as server.New writes them):
+//     two answers, one saying twice as much spent as the other, that agree
+//     on that time find it.
 //   - Buckets: when a host's answers name their bucket (GitHub's
 //     x-ratelimit-resource, Discord's X-RateLimit-Bucket, an IETF pk), each
 //     bucket gets its own pauses and pace, learned per route (see
