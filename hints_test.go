@@ -108,3 +108,38 @@ func TestIsResetField(t *testing.T) {
 		assert.Equal(t, want, isResetField(k), k)
 	}
 }
+
+// TestTwins: a quota written in whole seconds whose twin in the same
+// answer (the same limit and remaining) is written finer, within the
+// second the whole one rounds up, ends at the twin's; one without such a
+// twin keeps its reset; an answer of more quotas than a gate keeps finds
+// twins among them all; and reading them allocates nothing.
+func TestTwins(t *testing.T) {
+	now := t0.Add(123 * time.Millisecond)
+	whole := now.Add(2 * time.Second) // "2": relative to the answer
+	fine := now.Add(1700 * time.Millisecond)
+	qs := []headers.Quota{
+		{Name: "ietf", Limit: 10, Remaining: 3, Reset: whole},
+		{Name: "x", Limit: 10, Remaining: 3, Reset: fine},
+		{Name: "other", Limit: 20, Remaining: 3, Reset: whole},
+		{Name: "far", Limit: 10, Remaining: 3, Reset: now.Add(4 * time.Second)},
+	}
+	twins(qs, now)
+	assert.Equal(t, fine, qs[0].Reset, "narrowed by its twin")
+	assert.Equal(t, whole, qs[2].Reset, "another limit: no twin")
+	assert.Equal(t, now.Add(4*time.Second), qs[3].Reset, "the twin lies outside its second")
+
+	all := []headers.Quota{{Limit: 10, Remaining: 3, Reset: whole}, {Limit: 10, Remaining: 3, Reset: whole}}
+	twins(all, now)
+	assert.Equal(t, whole, all[0].Reset, "no reset finer than the second: nothing to narrow")
+
+	many := make([]headers.Quota, maxQuotas+1)
+	for i := range many {
+		many[i] = headers.Quota{Limit: int64(100 + i), Remaining: 1, Reset: whole}
+	}
+	many[maxQuotas] = headers.Quota{Limit: 100, Remaining: 1, Reset: fine}
+	twins(many, now)
+	assert.Equal(t, fine, many[0].Reset, "a twin past the quotas a gate keeps still counts")
+
+	assert.Zero(t, testing.AllocsPerRun(100, func() { twins(qs, now) }))
+}

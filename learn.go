@@ -400,15 +400,37 @@ func (g *gate) tighten(a *answer, until time.Time) {
 // reset is finer (X-RateLimit-Reset-After, to the millisecond) and falls
 // within the second the whole one rounds up, ends at the twin's.
 func twins(qs []headers.Quota, now time.Time) {
+	// Which resets are written finer than the second, read once: most
+	// answers have none (GitHub's, Anthropic's), and then no quota has
+	// a twin to narrow it.
+	// (An answer of more quotas than the array holds has the rest's read
+	// as they are met.)
+	var fine [maxQuotas]bool
+	isFine := func(i int) bool {
+		if i < len(fine) {
+			return fine[i]
+		}
+		return !qs[i].Reset.IsZero() && !wholeSeconds(qs[i].Reset, now)
+	}
+	some := false
+	for i := range qs {
+		if i < len(fine) {
+			fine[i] = !qs[i].Reset.IsZero() && !wholeSeconds(qs[i].Reset, now)
+		}
+		some = some || isFine(i)
+	}
+	if !some {
+		return
+	}
 	for i := range qs {
 		q := &qs[i]
-		if q.Reset.IsZero() || q.Remaining < 0 || !wholeSeconds(q.Reset, now) {
+		if q.Reset.IsZero() || q.Remaining < 0 || isFine(i) {
 			continue
 		}
 		for j := range qs {
 			t := &qs[j]
-			if j != i && t.Limit == q.Limit && t.Remaining == q.Remaining && !t.Reset.IsZero() &&
-				!wholeSeconds(t.Reset, now) && !t.Reset.After(q.Reset) && t.Reset.After(q.Reset.Add(-time.Second-resetSlack)) {
+			if isFine(j) && t.Limit == q.Limit && t.Remaining == q.Remaining &&
+				!t.Reset.After(q.Reset) && t.Reset.After(q.Reset.Add(-time.Second-resetSlack)) {
 				q.Reset = t.Reset
 			}
 		}
