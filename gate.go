@@ -72,9 +72,10 @@ type model struct {
 type gateFlag uint32
 
 const (
-	heard  gateFlag = 1 << iota // an answer said something of rate limits, or refused: learn reads the clock
-	shared                      // a FeedbackStore shares a quota of this partition (feedback.go)
-	capped                      // at most githubMaxWire requests on the wire at once (capWire)
+	heard   gateFlag = 1 << iota // an answer said something of rate limits, or refused: learn reads the clock
+	shared                       // a FeedbackStore shares a quota of this partition (feedback.go)
+	capped                       // at most githubMaxWire requests on the wire at once (capWire)
+	traited                      // the gate has traits (g.rl): its sends are timed to the clock (enter)
 )
 
 func (g *gate) is(f gateFlag) bool { return g.flags.Load()&uint32(f) != 0 }
@@ -202,6 +203,7 @@ const jitterMax = 20 * time.Millisecond
 func (g *gate) traits() *traits {
 	if g.rl == nil {
 		g.rl = new(traits)
+		g.mark(traited)
 	}
 	return g.rl
 }
@@ -504,14 +506,20 @@ func (g *gate) extendPause(until time.Time) {
 // A request that charges a quota more than its limit fails at once with an
 // *ExceedsQuotaError.
 func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticket) (w *gwaiter, err error) {
-	// A gate that has heard of rate limits reads the clock before it
-	// takes the lock: on some machines (a VM's clock source) the read
-	// costs as much as all the rest the lock is held for, and every
-	// request of the partition waits for it. Read a little early, now
-	// only makes the gate more careful: a pause or a window seems a
-	// moment less over, a send a moment earlier.
+	// A gate that has heard of rate limits but keeps no traits reads the
+	// clock before it takes the lock: on some machines (a VM's clock
+	// source) the read costs as much as all the rest the lock is held
+	// for, and every request of the partition waits for it. Read a
+	// little early, now only makes such a gate more careful: a pause or
+	// a window seems a moment less over, a quota less refilled, and what
+	// remains is counted, not timed. A gate with traits times its sends
+	// to the clock (a pace from the last send, a sliding log's free
+	// place from its sends, a window every request restarts, the ramp):
+	// read before a wait for the lock, a send would be stamped early and
+	// the next let through that much too soon. It reads the clock under
+	// the lock.
 	var now time.Time
-	if g.is(heard) {
+	if f := gateFlag(g.flags.Load()); f&heard != 0 && f&traited == 0 {
 		now = time.Now()
 	}
 	g.mu.Lock()
@@ -527,7 +535,7 @@ func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticke
 		g.mu.Unlock()
 		return nil, nil
 	}
-	if now.IsZero() {
+	if now.IsZero() || g.rl != nil {
 		now = time.Now()
 	}
 	resumed := g.advance(now)
