@@ -512,12 +512,13 @@ func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticke
 	// for, and every request of the partition waits for it. Read a
 	// little early, now only makes such a gate more careful: a pause or
 	// a window seems a moment less over, a quota less refilled, and what
-	// remains is counted, not timed. A gate with traits times its sends
-	// to the clock (a pace from the last send, a sliding log's free
-	// place from its sends, a window every request restarts, the ramp):
-	// read before a wait for the lock, a send would be stamped early and
-	// the next let through that much too soon. It reads the clock under
-	// the lock.
+	// remains is counted, not timed. A gate with traits, or one that has
+	// paced a send (a sliding window's quota, the last units of a
+	// window), times its sends to the clock (a pace from the last send,
+	// a sliding log's free place from its sends, a window every request
+	// restarts, the ramp): read before a wait for the lock, a send would
+	// be stamped early and the next let through that much too soon. It
+	// reads the clock under the lock.
 	var now time.Time
 	if f := gateFlag(g.flags.Load()); f&heard != 0 && f&traited == 0 {
 		now = time.Now()
@@ -535,8 +536,8 @@ func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticke
 		g.mu.Unlock()
 		return nil, nil
 	}
-	if now.IsZero() || g.rl != nil {
-		now = time.Now()
+	if now.IsZero() || g.rl != nil || !g.nextSend.IsZero() {
+		now = time.Now() // (a paced gate's sends are timed: see above)
 	}
 	resumed := g.advance(now)
 	var ch [maxQuotas]int64
