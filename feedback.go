@@ -235,6 +235,7 @@ func (g *gate) holdBack(until time.Time) {
 	g.mu.Lock()
 	if !g.closed && until.After(g.nextSend) {
 		g.nextSend = until
+		g.mark(timed)
 	}
 	resumed := g.dispatch(time.Now())
 	g.mu.Unlock()

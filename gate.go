@@ -72,10 +72,10 @@ type model struct {
 type gateFlag uint32
 
 const (
-	heard   gateFlag = 1 << iota // an answer said something of rate limits, or refused: learn reads the clock
-	shared                       // a FeedbackStore shares a quota of this partition (feedback.go)
-	capped                       // at most githubMaxWire requests on the wire at once (capWire)
-	traited                      // the gate has traits (g.rl): its sends are timed to the clock (enter)
+	heard  gateFlag = 1 << iota // an answer said something of rate limits, or refused: learn reads the clock
+	shared                      // a FeedbackStore shares a quota of this partition (feedback.go)
+	capped                      // at most githubMaxWire requests on the wire at once (capWire)
+	timed                       // the gate has traits (g.rl) or has held a send back (nextSend): its sends are timed to the clock (enter)
 )
 
 func (g *gate) is(f gateFlag) bool { return g.flags.Load()&uint32(f) != 0 }
@@ -203,7 +203,7 @@ const jitterMax = 20 * time.Millisecond
 func (g *gate) traits() *traits {
 	if g.rl == nil {
 		g.rl = new(traits)
-		g.mark(traited)
+		g.mark(timed)
 	}
 	return g.rl
 }
@@ -477,6 +477,9 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	if step := g.paceInterval(); step > 0 && now.Add(step).After(next) {
 		next = now.Add(step)
 	}
+	if !next.IsZero() && g.nextSend.IsZero() {
+		g.mark(timed)
+	}
 	g.nextSend = next
 }
 
@@ -518,9 +521,10 @@ func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticke
 	// a sliding log's free place from its sends, a window every request
 	// restarts, the ramp): read before a wait for the lock, a send would
 	// be stamped early and the next let through that much too soon. It
-	// reads the clock under the lock.
+	// reads the clock under the lock (flag timed: one read a request,
+	// not two).
 	var now time.Time
-	if f := gateFlag(g.flags.Load()); f&heard != 0 && f&traited == 0 {
+	if f := gateFlag(g.flags.Load()); f&heard != 0 && f&timed == 0 {
 		now = time.Now()
 	}
 	g.mu.Lock()
@@ -536,8 +540,8 @@ func (g *gate) enter(ctx context.Context, deadline time.Time, c *cost, tk *ticke
 		g.mu.Unlock()
 		return nil, nil
 	}
-	if now.IsZero() || g.rl != nil || !g.nextSend.IsZero() {
-		now = time.Now() // (a paced gate's sends are timed: see above)
+	if now.IsZero() || g.is(timed) {
+		now = time.Now() // (timed since the early read: see above)
 	}
 	resumed := g.advance(now)
 	var ch [maxQuotas]int64

@@ -402,20 +402,20 @@ func (g *gate) tighten(a *answer, until time.Time) {
 func twins(qs []headers.Quota, now time.Time) {
 	// Which resets are written finer than the second, read once: most
 	// answers have none (GitHub's, Anthropic's), and then no quota has
-	// a twin to narrow it.
-	// (An answer of more quotas than the array holds has the rest's read
-	// as they are met.)
+	// a twin to narrow it. (An answer of more quotas than the array
+	// holds has the rest's read as they are met.)
+	readFine := func(i int) bool { return !qs[i].Reset.IsZero() && !wholeSeconds(qs[i].Reset, now) }
 	var fine [maxQuotas]bool
 	isFine := func(i int) bool {
 		if i < len(fine) {
 			return fine[i]
 		}
-		return !qs[i].Reset.IsZero() && !wholeSeconds(qs[i].Reset, now)
+		return readFine(i)
 	}
 	some := false
 	for i := range qs {
 		if i < len(fine) {
-			fine[i] = !qs[i].Reset.IsZero() && !wholeSeconds(qs[i].Reset, now)
+			fine[i] = readFine(i)
 		}
 		some = some || isFine(i)
 	}

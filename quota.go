@@ -1016,23 +1016,25 @@ func (p *span) boundBy(reset time.Time) {
 // server's clock's (ours, we take it, to well within the second); one
 // relative to the answer was written when the server counted the
 // request, after sent and after the window opened: the window is longer
-// than what it says less a second, and than that from sent. Without it, the length guessed was the shortest whole
-// number of seconds past what the window had been seen to hold: express's
-// legacy epoch resets over 5 s windows, a refused probe at 1, 2, 3 and 4
-// seconds into the first four windows, each costing a round trip of the
-// next window. A reset a window later than the bounds allow (an answer
-// of the next window read as of this one) raises nothing.
+// than what it says less a second, and than that from sent. Without it,
+// the length guessed was the shortest whole number of seconds past what
+// the window had been seen to hold: express's legacy epoch resets over
+// 5 s windows, a refused probe at 1, 2, 3 and 4 seconds into the first
+// four windows, each costing a round trip of the next window. A reset a
+// window later than the bounds allow (an answer of the next window read
+// as of this one) raises nothing.
 func (p *span) floorBy(reset, sent, now time.Time) {
 	if reset.IsZero() || p.openAt.IsZero() || sent.IsZero() || p.loose {
 		return
 	}
-	d := reset.Add(-time.Second).Sub(p.openAt)
+	var d time.Duration
 	if reset.Nanosecond() != 0 || reset.Sub(now)%time.Second == 0 {
 		// Relative to the answer (whole.go: wholeSeconds), written after
 		// the window opened and after sent: more than the reset less a
 		// second after either.
-		left := reset.Sub(now) - time.Second
-		d = left + max(sent.Sub(p.openAt), 0)
+		d = reset.Sub(now) - time.Second + max(sent.Sub(p.openAt), 0)
+	} else {
+		d = reset.Add(-time.Second).Sub(p.openAt) // an epoch reset
 	}
 	if p.hi == 0 || d < p.hi {
 		p.lo = max(p.lo, d)
