@@ -34,6 +34,7 @@
 //	                                   Retry-After: Tue, 02 Jan 2024 15:00:30 GMT
 //	retry-after-ms (OpenAI, Anthropic) retry-after-ms: 250
 //	x-ms-retry-after-ms (Azure)        x-ms-retry-after-ms: 1500
+//	X-Retry-In (Traefik)               X-Retry-In: 95.238095ms
 //	X-RateLimit-* (GitHub)             X-RateLimit-Remaining: 0, X-RateLimit-Reset: 1704211200,
 //	                                   X-RateLimit-Used: 5000, X-RateLimit-Resource: core
 //	X-RateLimit-Reset-After (Discord)  X-RateLimit-Reset-After: 1.25, X-RateLimit-Bucket: abcd1234
@@ -68,8 +69,9 @@
 //
 //   - Retry-After is delay-seconds (fractions allowed) or an HTTP-date in
 //     any of its three forms, including RFC 1123 dates with a zone other
-//     than GMT; retry-after-ms and x-ms-retry-after-ms win over
-//     Retry-After because they say the same thing more precisely.
+//     than GMT; retry-after-ms, x-ms-retry-after-ms and X-Retry-In (a Go
+//     duration) win over Retry-After because they say the same thing more
+//     precisely (Traefik's Retry-After is its X-Retry-In rounded up).
 //   - A numeric reset is told apart by size: at least 1e12 is epoch
 //     milliseconds (Linear), at least 1e9 epoch seconds, anything smaller
 //     a delay in seconds (APISIX, Kong). Resets may also be an HTTP-date,

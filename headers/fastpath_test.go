@@ -120,7 +120,7 @@ func lowerNames() []string {
 		"age", "retry-after", "retry-after-ms", "ratelimit", "ratelimit-", "sforce-limit-info",
 		"anthropic-ratelimit-", "x-ratelimit-", "x-rate-limit-", "x-ms-retry-after-ms",
 		"x-ms-ratelimit-remaining-", "x-shopify-shop-api-call-limit", "x-ai-ratelimit-",
-		"x-hubspot-ratelimit-", "policy", "limit", "remaining", "reset", "resettime", "observed", "name",
+		"x-hubspot-ratelimit-", "x-retry-in", "policy", "limit", "remaining", "reset", "resettime", "observed", "name",
 		"limit-", "remaining-", "reset-", "-limit", "-remaining", "-reset",
 	}
 	names = append(names, "used", "limit", "reset", "scope", "bucket", "resource", "fillrate",

@@ -12,7 +12,7 @@ import (
 
 // fuzzKeys are the names Parse knows, spelt in assorted ways.
 var fuzzKeys = []string{
-	"Retry-After", "retry-after-ms", "X-Ms-Retry-After-Ms",
+	"Retry-After", "retry-after-ms", "X-Ms-Retry-After-Ms", "X-Retry-In",
 	"RateLimit", "RateLimit-Policy",
 	"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-ResetTime",
 	"RateLimit-Observed", "RateLimit-Name",

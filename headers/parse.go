@@ -66,6 +66,7 @@ const (
 
 	kindRetryAfter   // Retry-After
 	kindRetryAfterMs // retry-after-ms, x-ms-retry-after-ms
+	kindRetryIn      // X-Retry-In (Traefik): a Go duration
 
 	kindPolicy    // RateLimit-Policy
 	kindRateLimit // RateLimit
@@ -189,8 +190,11 @@ func xPrefixed(k string) (kind, family, string) {
 	}
 	switch k[2] | 0x20 {
 	case 'r':
-		if hasPrefixLower(k, "x-rate-limit-") {
+		switch {
+		case hasPrefixLower(k, "x-rate-limit-"):
 			return xField(k[len("X-Rate-Limit-"):])
+		case equalLower(k, "x-retry-in"):
+			return kindRetryIn, 0, ""
 		}
 	case 'm':
 		switch {
@@ -575,9 +579,17 @@ func (g *gathered) info(dst []Quota, nd []named, now time.Time) Info {
 	st := &g.st
 
 	var info Info
-	// The millisecond forms say the same as Retry-After, more precisely.
+	// The millisecond forms and Traefik's Go duration say the same as
+	// Retry-After, more precisely (Traefik's Retry-After is its X-Retry-In
+	// rounded up to whole seconds: 1 for a token 95 ms away).
 	for _, v := range st[kindRetryAfterMs] {
 		if d, ok := parseMillis(v); ok {
+			info.RetryAfter = max(info.RetryAfter, d)
+			info.HasRetryAfter = true
+		}
+	}
+	for _, v := range st[kindRetryIn] {
+		if d, ok := parseGoDuration(trim(v)); ok {
 			info.RetryAfter = max(info.RetryAfter, d)
 			info.HasRetryAfter = true
 		}

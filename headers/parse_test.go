@@ -374,6 +374,11 @@ func TestParseRetryAfter(t *testing.T) {
 		{"retry-after-ms", "Retry-After-Ms", "250", 250 * time.Millisecond, true},
 		{"fractional ms", "Retry-After-Ms", "0.5", 500 * time.Microsecond, true},
 		{"x-ms-retry-after-ms", "X-Ms-Retry-After-Ms", "1500", 1500 * time.Millisecond, true},
+		{"X-Retry-In (Traefik)", "X-Retry-In", "95.238095ms", 95238095 * time.Nanosecond, true},
+		{"X-Retry-In in seconds", "X-Retry-In", "1.5s", 1500 * time.Millisecond, true},
+		{"X-Retry-In minutes", "X-Retry-In", "2m0.5s", 2*time.Minute + 500*time.Millisecond, true},
+		{"X-Retry-In negative", "X-Retry-In", "-95ms", 0, false},
+		{"X-Retry-In without unit", "X-Retry-In", "95", 0, false},
 		{"negative", "Retry-After", "-5", 0, false},
 		{"garbage", "Retry-After", "soon", 0, false},
 		{"empty", "Retry-After", "", 0, false},
@@ -401,6 +406,18 @@ func TestParseRetryAfter(t *testing.T) {
 		info := Parse(hdr("Retry-After", "5", "Retry-After", "junk", "Retry-After", "9"), now)
 		assert.True(t, info.HasRetryAfter)
 		assert.Equal(t, 9*time.Second, info.RetryAfter)
+	})
+	t.Run("Traefik's X-Retry-In wins over its Retry-After, rounded up", func(t *testing.T) {
+		// Traefik's rate limiter (x/time/rate underneath) answers a request
+		// it would have to delay too long with both: the exact wait, and
+		// the same rounded up to whole seconds.
+		info := Parse(hdr("Retry-After", "1", "X-Retry-In", "95.238095ms"), now)
+		assert.True(t, info.HasRetryAfter)
+		assert.Equal(t, 95238095*time.Nanosecond, info.RetryAfter)
+	})
+	t.Run("garbage X-Retry-In falls back to Retry-After", func(t *testing.T) {
+		info := Parse(hdr("X-Retry-In", "soon", "Retry-After", "3"), now)
+		assert.Equal(t, 3*time.Second, info.RetryAfter)
 	})
 	t.Run("garbage milliseconds fall back to Retry-After", func(t *testing.T) {
 		info := Parse(hdr("Retry-After-Ms", "x", "Retry-After", "3"), now)

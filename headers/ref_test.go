@@ -239,6 +239,7 @@ const (
 
 	kindRetryAfterRef   // Retry-After
 	kindRetryAfterMsRef // retry-after-ms, x-ms-retry-after-ms
+	kindRetryInRef      // X-Retry-In
 
 	kindPolicyRef    // RateLimit-Policy
 	kindRateLimitRef // RateLimit
@@ -343,6 +344,8 @@ func xPrefixedRef(k string) (kindRef, familyRef, string) {
 			return xFieldRef(k[len("X-RateLimit-"):])
 		case hasPrefixLowerRef(k, "x-rate-limit-"):
 			return xFieldRef(k[len("X-Rate-Limit-"):])
+		case equalLowerRef(k, "x-retry-in"):
+			return kindRetryInRef, 0, ""
 		}
 	case 'm':
 		switch {
@@ -587,6 +590,12 @@ func parseRef(h http.Header, now time.Time) Info {
 
 	for _, v := range st[kindRetryAfterMsRef] {
 		if d, ok := parseMillisRef(v); ok {
+			info.RetryAfter = max(info.RetryAfter, d)
+			info.HasRetryAfter = true
+		}
+	}
+	for _, v := range st[kindRetryInRef] {
+		if d, ok := parseGoDurationRef(trimRef(v)); ok {
 			info.RetryAfter = max(info.RetryAfter, d)
 			info.HasRetryAfter = true
 		}
