@@ -27,8 +27,14 @@ type gate struct {
 	family
 	model
 
-	flags atomic.Uint32         // gateFlag bits: heard, shared, capped
-	held  atomic.Pointer[Event] // a pause advance prolonged, for report to tell the observer
+	flags atomic.Uint32 // gateFlag bits: heard, shared, capped
+	// trip is how long after the first request the first answer came
+	// back, in microseconds (in the four bytes flags leaves; g.mu): a
+	// round trip (the first answer's, if it was the first request's; a
+	// little more otherwise). It dates the requests a quiet gate let
+	// through without reading the clock (sentAt).
+	trip int32
+	held atomic.Pointer[Event] // a pause advance prolonged, for report to tell the observer
 }
 
 // dispatcher is a gate's dispatcher: the queue of requests it holds back,

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -71,8 +72,8 @@ func (a *answer) read(resp *http.Response, body []byte, now time.Time) {
 func (g *gate) doneQuiet(tk *ticket) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.q.Len() > 0 || !g.quiet() {
-		return false
+	if g.q.Len() > 0 || !g.quiet() || g.rf.answered == 0 {
+		return false // the first answer is timed (rf.trip)
 	}
 	g.settle(tk)
 	g.pz.backoff = 0
@@ -127,6 +128,9 @@ func (a *answer) limited() bool {
 // or a quota at zero whose reset is one, pauses the partition for
 // maxPause.
 func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
+	if g.rf.answered == 0 {
+		g.trip = int32(min(now.Sub(g.rf.resumed), time.Duration(math.MaxInt32)*time.Microsecond) / time.Microsecond)
+	}
 	g.rf.answered++
 	if g.rl != nil && !tk.at.IsZero() {
 		g.rl.rtt.sample(now.Sub(tk.at))
@@ -265,9 +269,9 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		// first message is read: 2 of 5 and a pace of 500 ms, for a
 		// server that takes 5 a second, on a loaded machine).
 		owed := until
-		if !tk.at.IsZero() && tk.at.Add(d).Before(owed) {
+		if at := g.sentAt(tk, now); !at.IsZero() && at.Add(d).Before(owed) {
 			// Measured from sendings, the way there cancels out.
-			owed = tk.at.Add(d)
+			owed = at.Add(d)
 		}
 		g.traits().owed, g.traits().owedWait = owed, d
 	case g.rf.ok == 0:
@@ -293,30 +297,72 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 		if g.traits().beside = g.hasQuotas(); g.traits().beside {
 			g.traits().pace.tight = 0 // back to the last rate a run got through at: each probe costs a penalty
 		}
-		// A wait told finer than the second (a time to the window's end,
-		// not a rounded or constant Retry-After) that ends a whole number
-		// of seconds after the last pause ended marks a fixed window:
-		// the server took ok requests in the window from the end of the
-		// last pause to until, and will take no more. A pace faster
-		// than that is refused again in the next window, so it starts
-		// there, as the first refusal's did. (The first refusal's span
-		// began at our first request, maybe late in a window, and may
-		// overstate the rate; this one is a whole window.) The window
-		// began where the last pause was to end, not where the gate
-		// noticed (rf.resumed, later on a loaded machine); and it lasts
-		// the whole seconds the span is near: each end of the span is
-		// late by the way back of its answer, and by how long a loaded
-		// machine took to learn it, which differ.
+		// The span since the last pause, read as finePace says.
 		from := g.rf.resumed
 		if !g.pz.until.IsZero() && g.pz.until.Before(from) {
 			from = g.pz.until
 		}
-		if span := until.Sub(from); d%time.Second != 0 && wholeWindows(span) {
-			if w := span.Round(time.Second); w/time.Duration(g.rf.ok) > g.traits().pace.step {
-				g.startPace(w, d)
-			}
+		if d%time.Second != 0 {
+			g.finePace(tk, from, until, d, now)
 		}
 	}
+}
+
+// finePace reads a refusal that told its wait d finer than the second
+// (until, answered at now; tk its request's ticket) as a span of the
+// server's rate: from the end of the last pause (from) to the end of the
+// wait, the server took what was sent in between, and the pace is no
+// faster. A fixed window's span is the whole window: a pace faster than
+// what it took is refused again in the next window, so it starts there,
+// as the first refusal's did. (The first refusal's span began at our
+// first request, maybe late in a window, and may overstate the rate; this
+// one is a whole window.) The window began where the last pause was to
+// end, not where the gate noticed (rf.resumed, later on a loaded
+// machine); and it lasts the whole seconds the span is near: each end of
+// the span is late by the way back of its answer, and by how long a
+// loaded machine took to learn it, which differ. A span of a bucket's
+// (Traefik's tells the wait for its next token) is a whole number of
+// seconds only by chance: tokens every half second, a span of a second in
+// which one success had come back read as a window of one a second and
+// halved the pace (1.98x). Any other span is measured from sendings (the
+// way there cancels out), over the successes and one request on the wire
+// if any: a server may hold a request until its token is free (Traefik
+// does, for up to half a token's interval), take it before the one it
+// refuses and answer it after. (Counting all on the wire made the spans
+// of a server 100 ms away, ten requests on the wire, far too short to
+// pace by.) g.mu must be held.
+func (g *gate) finePace(tk *ticket, from, until time.Time, d time.Duration, now time.Time) {
+	span, n := until.Sub(from), g.rf.ok
+	if n > 1 && wholeWindows(span) {
+		span = span.Round(time.Second)
+	} else {
+		if at := g.sentAt(tk, now); !at.IsZero() && at.Add(d).Before(until) {
+			span = at.Add(d).Sub(from)
+		}
+		n += min(g.inflight, 1)
+	}
+	if step := span / time.Duration(n); step > g.traits().pace.step {
+		g.traits().pace.measured(min(step, g.maxPause), d)
+		g.traits().beside = g.hasQuotas()
+	}
+}
+
+// sentAt is when the request of tk, answered at now, was let through:
+// its ticket's time, or, for a request a quiet gate let through without
+// reading the clock, now less the first answer's round trip (gate.trip):
+// measured from there, a refusal's wait that frees a token 100 ms after
+// the first request does not read as 140 ms, the way back of its answer
+// added (Traefik's bucket of 10 a second, one request at a time 20 ms
+// away: a pace of 7 a second). Zero when neither is known. g.mu must be
+// held.
+func (g *gate) sentAt(tk *ticket, now time.Time) time.Time {
+	switch {
+	case !tk.at.IsZero():
+		return tk.at
+	case g.trip > 0:
+		return maxTime(now.Add(-time.Duration(g.trip)*time.Microsecond), g.rf.resumed)
+	}
+	return time.Time{}
 }
 
 // wholeWindows reports whether span, between the ends of two waits a

@@ -794,3 +794,67 @@ func (f *flaskLimiter) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	}
 	fmt.Fprint(w, "ok")
 }
+
+// traefikBucket is Traefik's rateLimit middleware, as its source
+// (pkg/middlewares/ratelimiter) behaves: a token bucket of x/time/rate
+// (rate n a window, burst tokens, full at first) that reserves a token
+// for every request; a request whose token is at most maxDelay away
+// (half a token's interval: 1/(2·⌊rate⌋), 0.5 s under one a second) is
+// held that long and let through, one further is refused, its
+// reservation cancelled (the token given back), with "Retry-After" (the
+// wait rounded up to whole seconds) and "X-Retry-In" (the wait exactly,
+// as a Go duration). Answers that get through say nothing. The wire reads
+// the wait asked for from X-Retry-In, as headers.Parse does.
+type traefikBucket struct {
+	rate  float64 // tokens a second
+	burst int
+
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+func newTraefikBucket(q simQuota, burst int) *traefikBucket {
+	return &traefikBucket{rate: float64(q.n) / q.window.Seconds(), burst: burst, tokens: float64(burst)}
+}
+
+// maxDelay is how long Traefik holds a request for its token.
+func (b *traefikBucket) maxDelay() time.Duration {
+	if b.rate < 1 {
+		return 500 * time.Millisecond
+	}
+	return time.Second / (2 * time.Duration(b.rate))
+}
+
+// reserve takes a token at now and says how long until it is there, or
+// gives it back and says false when that is longer than maxDelay.
+func (b *traefikBucket) reserve(now time.Time) (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = min(float64(b.burst), b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	b.tokens--
+	var wait time.Duration
+	if b.tokens < 0 {
+		wait = time.Duration(-b.tokens / b.rate * float64(time.Second))
+	}
+	if wait > b.maxDelay() {
+		b.tokens++
+		return wait, false
+	}
+	return wait, true
+}
+
+func (b *traefikBucket) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	wait, ok := b.reserve(time.Now())
+	if !ok {
+		w.Header().Set("Retry-After", strconv.FormatFloat(math.Ceil(wait.Seconds()), 'f', 0, 64))
+		w.Header().Set("X-Retry-In", wait.String())
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	time.Sleep(wait)
+	fmt.Fprint(w, "ok")
+}

@@ -236,6 +236,14 @@ func modelBehaviours() []modelBehaviour {
 		std("i/koa-ratelimit redis sliding log, epoch resets rounded down", func(q simQuota) (http.Handler, func()) {
 			return &koaRedisLog{max: q.n, duration: q.window.Milliseconds()}, nil
 		}, idealWindowed),
+		// Traefik's rateLimit: burst 1 is its default; then a burst of
+		// half the quota, as the bucket rows above.
+		std("k/traefik rateLimit, burst 1", func(q simQuota) (http.Handler, func()) {
+			return newTraefikBucket(q, 1), nil
+		}, idealPaced),
+		std("k/traefik rateLimit, burst n/2", func(q simQuota) (http.Handler, func()) {
+			return newTraefikBucket(q, simBurst(q)), nil
+		}, idealBucket),
 	}
 }
 
