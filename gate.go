@@ -125,6 +125,7 @@ type traits struct {
 	owedWait   time.Duration // that wait
 	measured   time.Duration // while the pace is a first refusal's guess, the step that refusal measured (firstPace); zero: none
 	burst      burstState
+	turn       turn // a bare server's window, as its refusals bound it
 	ramp       rampState
 	// sends: the partition's last sends, for a sliding log's window
 	// (sendlog.go); nil until a quota is found to slide.

@@ -194,7 +194,8 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// window is still a second or two.
 			g.pz.backoff = min(g.pz.backoff, max(g.rl.burst.at.Add(aimdHold+g.rl.pace.step).Sub(now), g.rl.pace.step))
 		}
-		g.pauseUntil(now.Add(g.pz.backoff))
+		g.rl.turn.refusedAt(g.sentAt(tk, now), g.rf.resumed, g.rf.ok)
+		g.pauseUntil(g.rl.turn.bound(now.Add(g.pz.backoff)))
 		if first && burst && hold > aimdSpan {
 			g.rl.burst.holdEnd, g.rl.burst.held = g.pz.until, g.pz.count
 		}
@@ -208,6 +209,9 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 		if fresh && g.rl != nil {
 			g.traits().pace.succeeded(now, tk.at)
+		}
+		if g.rl != nil {
+			g.rl.turn.succeeded(g.sentAt(tk, now))
 		}
 	}
 	return g.learnQuotas(tk, a, now)

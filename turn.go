@@ -1,0 +1,123 @@
+package throttle
+
+import "time"
+
+// turn bounds the window of a server that says nothing but its refusals
+// (a bare 429, "Retry-After: 0"), a fixed window that lets a quota
+// through and refuses the rest until it turns, from what the partition's
+// own requests met. Each window opens with the first success after
+// refusals (open: when that request left; the first with the gate's
+// first request). A request sent at p and refused says the window is
+// longer than p−open (lo, the most any window showed); the success that
+// opens the next window, sent at s, that it is no longer than s−open
+// (hi, the least). The pause after a refusal in a window then ends no
+// sooner than open+lo, where every probe is refused (the backoff had
+// probed a fifth of a second, half a second, a second... after the
+// burst's refusal: five refusals a window of 5 s), halfway to open+hi
+// while the two are far apart (each refused probe raises lo, each
+// window's opening lowers hi), and at open+hi once they are within a
+// sixteenth of it: the window has turned, and no probe is refused.
+// Before hi is known, probes go an eighth of lo beyond lo. Windows
+// shorter than aimdHold are left to the pace and the first burst's
+// hold, which were made for them.
+//
+// That holds for a window that starts with the client's first request
+// (Flask-Limiter's, koa-ratelimit's memory store). One that keeps the
+// clock's time turns sooner after a late opening, and a refusal past hi
+// or an opening short of lo shows it (clock): the bounds then say
+// nothing, and the backoff probes as before. A refusal after a run twice
+// as long as any window's before it is a pace found too fast (a
+// bucket's, a rate's), not a window's end: the bounds start over. Its
+// zero value bounds nothing.
+type turn struct {
+	open    time.Time     // when the request that opened the current window left; zero: none
+	ok      int           // successes since open
+	refused bool          // a request sent since open was refused
+	last    time.Time     // when the last refused request left
+	quota   int           // the most successes a window let through before its first refusal
+	lo, hi  time.Duration // the window is longer than lo and no longer than hi; 0: unknown
+	clock   bool          // the bounds contradicted each other: not a window that starts with ours
+	turned  int           // windows opened after refusals
+}
+
+// turnDoubt: bounds measured from sendings are off by how much the ways
+// there vary, so a bound is contradicted only by more than a
+// turnDoubt-th of it, and hi, refused by less, is moved up by half that.
+const turnDoubt = 16
+
+// turnProof is how many windows must open, each no sooner after the
+// last than lo, before the bounds are used: until then the backoff
+// probes early in each window, where a window that keeps the clock's
+// time and opened late turns (and contradicts lo).
+const turnProof = 2
+
+// turnRun is how many times the most a window let through a run must be
+// to be a pace's, not a window's: a first window's count may be half its
+// quota (counted at its first refusal, its answers still coming back).
+const turnRun = 4
+
+// succeeded records a success of a request sent at sent: the first of a
+// request sent after a refusal opens the next window (one sent before is
+// the current window's, answered late).
+func (t *turn) succeeded(sent time.Time) {
+	if sent.IsZero() || t.open.IsZero() {
+		return
+	}
+	if t.refused && sent.After(t.last) {
+		d := sent.Sub(t.open)
+		if d < t.lo-t.lo/turnDoubt {
+			t.clock = true
+		}
+		t.turned++
+		if t.hi == 0 || d < t.hi {
+			t.hi = d
+		}
+		t.open, t.ok, t.refused = sent, 0, false
+	}
+	t.ok++
+}
+
+// refusedAt records a bare refusal of a request sent at sent. Before any
+// window is known, the first opened with the gate's first request (at
+// first) and let ok through.
+func (t *turn) refusedAt(sent, first time.Time, ok int) {
+	if t.open.IsZero() {
+		t.open, t.ok = first, ok
+	}
+	if sent.IsZero() || sent.Before(t.open) {
+		return
+	}
+	if !t.refused {
+		if t.quota > 0 && t.ok > turnRun*t.quota {
+			*t = turn{open: t.open, ok: t.ok}
+		}
+		t.quota = max(t.quota, t.ok)
+	}
+	t.refused, t.last = true, maxTime(t.last, sent)
+	d := sent.Sub(t.open)
+	if t.hi > 0 && d >= t.hi {
+		if d > t.hi+t.hi/turnDoubt {
+			t.clock = true
+		} else {
+			t.hi = d + t.hi/(2*turnDoubt) // hi was a little short: the ways vary
+		}
+	}
+	t.lo = max(t.lo, d)
+}
+
+// bound brings until, the end of the pause a bare refusal begins, within
+// what the bounds say (see turn). It returns until unchanged when they
+// say nothing.
+func (t *turn) bound(until time.Time) time.Time {
+	if t.open.IsZero() || !t.refused || t.lo < aimdHold || t.clock || t.turned < turnProof {
+		return until
+	}
+	next := t.lo + t.lo/8
+	if t.hi <= t.lo {
+		return maxTime(until, t.open.Add(next))
+	}
+	if t.hi-t.lo <= t.hi/16 {
+		return t.open.Add(t.hi)
+	}
+	return minTime(maxTime(until, t.open.Add(min(next, (t.lo+t.hi)/2))), t.open.Add(t.hi))
+}
