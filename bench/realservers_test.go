@@ -135,9 +135,11 @@ const (
 //     but up to 1.17x in an eight-window run, and 1.33x once with
 //     Flask-Limiter's run beside it (the first window's probes weigh on
 //     eight, and a loaded machine on all). Held with room for that; at
-//     5 per 2 s 7-8 refusals in four runs alone, but 15 in one CI run on
-//     a machine loaded by processes left running beside it (248e455), so
-//     held to 16 there: the first wave's five and a probe a window;
+//     5 per 2 s 6-9 refusals in ten runs (alone, or beside the bare and
+//     crowd cases), but 15 in one CI run on a machine loaded by
+//     processes left running beside it (248e455) and 20 in one run
+//     beside the crowd cases (1ffc30a), so held to 24 there: a storm
+//     is hundreds;
 //   - express's legacy fields (epoch reset rounded up, windows from a
 //     client's first request): 1.01–1.02× in 5 of 5 runs since a window's
 //     opener answered late still tells when it opened; before, in about
@@ -196,7 +198,7 @@ var realMisses = map[string]struct {
 	"koa-ratelimit/disable-header/10per1s":          {50, 1.8},
 	"koa-ratelimit/redis-disable-header/10per1s":    {50, 1.8},
 	"koa-ratelimit/redis/10per1s":                   {10, 1.4},
-	"koa-ratelimit/redis/5per2s":                    {16, 1.3},
+	"koa-ratelimit/redis/5per2s":                    {24, 1.3},
 	"flask-limiter/none/10per1s":                    {50, 1.8},
 	"flask-limiter/moving-window/10per1s":           {10, 1.8},
 	"flask-limiter/moving-window-http-date/10per1s": {10, 1.8},
