@@ -353,17 +353,22 @@ func (g *gate) finePace(tk *ticket, from, until time.Time, d time.Duration, now 
 
 // sentAt is when the request of tk, answered at now, was let through:
 // its ticket's time, or, for a request a quiet gate let through without
-// reading the clock, now less the first answer's round trip (gate.trip):
-// measured from there, a refusal's wait that frees a token 100 ms after
-// the first request does not read as 140 ms, the way back of its answer
-// added (Traefik's bucket of 10 a second, one request at a time 20 ms
-// away: a pace of 7 a second). Zero when neither is known. g.mu must be
-// held.
+// reading the clock after answers had come back, now less the first
+// answer's round trip (gate.trip): measured from there, a refusal's wait
+// that frees a token 100 ms after the last request does not read as 140
+// ms, the way back of its answer added (Traefik's bucket of 10 a second,
+// one request at a time 20 ms away: a pace of 7 a second, 1.43x). Not a
+// request of the first wave: its refusal's span, read from sendings, is
+// as short as the tail of a window the wave arrived in (a fixed window's
+// last 50 ms: five in 50 ms, a pace that the next window refuses
+// several times over; TestFakeServerRefusingWithRetryInfo in
+// grpcthrottle), and read from the answers no shorter than a round trip.
+// Zero when unknown. g.mu must be held.
 func (g *gate) sentAt(tk *ticket, now time.Time) time.Time {
 	switch {
 	case !tk.at.IsZero():
 		return tk.at
-	case g.trip > 0:
+	case g.trip > 0 && tk.seen > 0:
 		return maxTime(now.Add(-time.Duration(g.trip)*time.Microsecond), g.rf.resumed)
 	}
 	return time.Time{}
