@@ -7,78 +7,77 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
+// turnAt is s seconds into the turn tests' timeline.
+func turnAt(s float64) time.Time {
+	return time.Unix(1_700_000_000, 0).Add(time.Duration(s * float64(time.Second)))
+}
+
 // TestTurnBoundsAWindowThatStartsWithOurs feeds turn the requests of a
 // server whose 5-s windows start with the client's first request after
 // the last: the bounds stay silent until two windows have opened, then
 // skip the probes a window's start makes certain to be refused, bisect
 // between the bounds, and go at the upper one once they are close.
 func TestTurnBoundsAWindowThatStartsWithOurs(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	var tr turn
 	// Window 1 opened with the first request; ten got through; the
 	// backoff's probes were refused up to 4.4 s and one at 7.8 s opened
 	// window 2.
-	tr.refusedAt(at(0.5), at(0), 10)
+	tr.refusedAt(turnAt(0.5), turnAt(0), 10)
 	for _, p := range []float64{1.7, 2.6, 4.4} {
-		tr.refusedAt(at(p), at(0), 0)
-		assert.Equal(t, at(p+1), tr.bound(at(p+1)), "a window has yet to open: the backoff's own")
+		tr.refusedAt(turnAt(p), turnAt(0), 0)
+		assert.Equal(t, turnAt(p+1), tr.bound(turnAt(p+1)), "a window has yet to open: the backoff's own")
 	}
 	for i := range 10 {
-		tr.succeeded(at(7.8 + 0.1*float64(i)))
+		tr.succeeded(turnAt(7.8 + 0.1*float64(i)))
 	}
 	assert.Equal(t, 4400*time.Millisecond, tr.lo)
 	assert.Equal(t, 7800*time.Millisecond, tr.hi)
-	tr.refusedAt(at(8.8), at(0), 0)
-	assert.Equal(t, at(8.9), tr.bound(at(8.9)), "one window opened: not yet proven")
-	tr.refusedAt(at(12.7), at(0), 0) // 4.9 s into window 2
+	tr.refusedAt(turnAt(8.8), turnAt(0), 0)
+	assert.Equal(t, turnAt(8.9), tr.bound(turnAt(8.9)), "one window opened: not yet proven")
+	tr.refusedAt(turnAt(12.7), turnAt(0), 0) // 4.9 s into window 2
 	for i := range 10 {
-		tr.succeeded(at(12.9 + 0.1*float64(i))) // window 3 at 5.1 s
+		tr.succeeded(turnAt(12.9 + 0.1*float64(i))) // window 3 at 5.1 s
 	}
 	// Window 3's burst is refused: lo (4.9 s) and hi (5.1 s) are within a
 	// sixteenth of hi, so the pause lasts to hi, whatever the backoff.
-	tr.refusedAt(at(13.9), at(0), 0)
-	assert.Equal(t, at(12.9+5.1), tr.bound(at(14.0)), "at hi, the bounds close")
-	assert.Equal(t, at(12.9+5.1), tr.bound(at(30)), "never later than hi")
+	tr.refusedAt(turnAt(13.9), turnAt(0), 0)
+	assert.Equal(t, turnAt(12.9+5.1), tr.bound(turnAt(14.0)), "at hi, the bounds close")
+	assert.Equal(t, turnAt(12.9+5.1), tr.bound(turnAt(30)), "never later than hi")
 
 	// Far apart, the probe goes an eighth of lo beyond lo, or halfway to
 	// hi if that is sooner, and never before the backoff's own end.
-	far := turn{open: at(0), ok: 10, refused: true, last: at(1), quota: 10, lo: 4 * time.Second, hi: 8 * time.Second, turned: 2}
-	assert.Equal(t, at(4.5), far.bound(at(1.1)), "an eighth beyond lo")
-	assert.Equal(t, at(4.7), far.bound(at(4.7)), "the backoff's, later")
+	far := turn{open: turnAt(0), ok: 10, refused: true, last: turnAt(1), quota: 10, lo: 4 * time.Second, hi: 8 * time.Second, turned: 2}
+	assert.Equal(t, turnAt(4.5), far.bound(turnAt(1.1)), "an eighth beyond lo")
+	assert.Equal(t, turnAt(4.7), far.bound(turnAt(4.7)), "the backoff's, later")
 	far.hi = 4900 * time.Millisecond
-	assert.Equal(t, at(4.45), far.bound(at(1.1)), "halfway to hi")
+	assert.Equal(t, turnAt(4.45), far.bound(turnAt(1.1)), "halfway to hi")
 }
 
 // TestTurnSeesAClockWindow: a window that keeps the clock's time, opened
 // late by our first success in it, turns sooner after it than lo; the
 // bounds then say nothing.
 func TestTurnSeesAClockWindow(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	var tr turn
-	tr.refusedAt(at(0.5), at(0), 10)
-	tr.refusedAt(at(4.4), at(0), 0)
-	tr.succeeded(at(7.8)) // the window [5, 10) opened late
-	tr.refusedAt(at(8.8), at(0), 0)
-	tr.succeeded(at(10.1)) // [10, 15): 2.3 s after the last opening, under lo
+	tr.refusedAt(turnAt(0.5), turnAt(0), 10)
+	tr.refusedAt(turnAt(4.4), turnAt(0), 0)
+	tr.succeeded(turnAt(7.8)) // the window [5, 10) opened late
+	tr.refusedAt(turnAt(8.8), turnAt(0), 0)
+	tr.succeeded(turnAt(10.1)) // [10, 15): 2.3 s after the last opening, under lo
 	assert.True(t, tr.clock)
-	tr.refusedAt(at(11.2), at(0), 0)
-	assert.Equal(t, at(11.3), tr.bound(at(11.3)))
+	tr.refusedAt(turnAt(11.2), turnAt(0), 0)
+	assert.Equal(t, turnAt(11.3), tr.bound(turnAt(11.3)))
 }
 
 // TestTurnForgetsAPacedRun: a refusal after a run four times as long as
 // any window's burst is a pace found too fast, not a window's end.
 func TestTurnForgetsAPacedRun(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	var tr turn
-	tr.refusedAt(at(0.5), at(0), 10)
-	tr.refusedAt(at(4.4), at(0), 0)
+	tr.refusedAt(turnAt(0.5), turnAt(0), 10)
+	tr.refusedAt(turnAt(4.4), turnAt(0), 0)
 	for i := range 60 {
-		tr.succeeded(at(5 + 0.2*float64(i)))
+		tr.succeeded(turnAt(5 + 0.2*float64(i)))
 	}
-	tr.refusedAt(at(17), at(0), 0)
+	tr.refusedAt(turnAt(17), turnAt(0), 0)
 	assert.Equal(t, 12*time.Second, tr.lo, "the paced run's refusal alone")
 	assert.Zero(t, tr.hi)
 	assert.Zero(t, tr.turned)
@@ -87,16 +86,14 @@ func TestTurnForgetsAPacedRun(t *testing.T) {
 // TestTurnLeavesShortWindows: windows under aimdHold are the pace's and
 // the first burst's hold's to handle.
 func TestTurnLeavesShortWindows(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	var tr turn
-	tr.refusedAt(at(0.1), at(0), 10)
+	tr.refusedAt(turnAt(0.1), turnAt(0), 10)
 	for w := range 4 {
 		start := float64(w) + 1.02
-		tr.succeeded(at(start))
-		tr.refusedAt(at(start+0.9), at(0), 0)
+		tr.succeeded(turnAt(start))
+		tr.refusedAt(turnAt(start+0.9), turnAt(0), 0)
 	}
-	assert.Equal(t, at(5), tr.bound(at(5)))
+	assert.Equal(t, turnAt(5), tr.bound(turnAt(5)))
 }
 
 // TestTurnBareWindowsOfSeconds: the windows of seconds a bare 429 ends
