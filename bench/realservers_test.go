@@ -216,6 +216,10 @@ var realMisses = map[string]struct {
 	"flask-limiter/moving-window/10per1s-50ms-away": {10, 1.8},
 	"koa-ratelimit/headers/10per1s-50ms-away":       {10, 1.35},
 	"express-rate-limit/none/10per1s-50ms-away":     {50, 1.8},
+
+	"express-rate-limit/none/10per5s":      {50, 1.8},
+	"koa-ratelimit/disable-header/10per5s": {50, 1.8},
+	"flask-limiter/none/10per5s":           {50, 1.8},
 }
 
 // realSetting is a limit per window, per client, and the goroutines a
@@ -288,6 +292,9 @@ var (
 	// a length after that answer, every window's first request came a
 	// round trip late (span.end counts by the server's clock).
 	farSetting = realSetting{10, time.Second, 0, 50 * time.Millisecond}
+	// slowSetting: windows of five seconds, for the servers that say
+	// nothing but their refusals (turn.go bounds such windows).
+	slowSetting = realSetting{10, 5 * time.Second, 0, 0}
 )
 
 // realCases: every mode of every server at the setting, and each
@@ -325,6 +332,17 @@ func realCases() []realCase {
 		{"express-rate-limit", "draft-8"},
 	} {
 		cs = append(cs, realCase{c.server, c.mode, crowdSetting})
+	}
+	// A bare 429 over windows of seconds (turn.go): 250 units are two
+	// minutes of real time each, so only with THROTTLE_FULL_REAL=1.
+	if os.Getenv("THROTTLE_FULL_REAL") != "" {
+		for _, c := range []struct{ server, mode string }{
+			{"express-rate-limit", "none"},
+			{"koa-ratelimit", "disable-header"},
+			{"flask-limiter", "none"},
+		} {
+			cs = append(cs, realCase{c.server, c.mode, slowSetting})
+		}
 	}
 	// Far away: each kind of reset a server writes, and a bare 429.
 	for _, c := range []struct{ server, mode string }{
