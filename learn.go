@@ -195,7 +195,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			g.pz.backoff = min(g.pz.backoff, max(g.rl.burst.at.Add(aimdHold+g.rl.pace.step).Sub(now), g.rl.pace.step))
 		}
 		g.rl.turn.refusedAt(g.sentAt(tk, now), g.rf.resumed, g.rf.ok)
-		g.pauseUntil(g.rl.turn.bound(now.Add(g.pz.backoff)))
+		g.pauseUntil(minTime(g.rl.turn.bound(now.Add(g.pz.backoff)), now.Add(g.maxPause)))
 		if first && burst && hold > aimdSpan {
 			g.rl.burst.holdEnd, g.rl.burst.held = g.pz.until, g.pz.count
 		}

@@ -27,8 +27,13 @@ import "time"
 // or an opening short of lo shows it (clock): the bounds then say
 // nothing, and the backoff probes as before. A refusal after a run twice
 // as long as any window's before it is a pace found too fast (a
-// bucket's, a rate's), not a window's end: the bounds start over. Its
-// zero value bounds nothing.
+// bucket's, a rate's), not a window's end: the bounds start over. A
+// refusal more than twice hi after the window opened (the partition
+// idle, or other clients spending its windows) is a later window's,
+// whose opening was not seen: until the next opening the bounds say
+// nothing (lost), and that opening bounds nothing. The pause a bound sets
+// is capped by maxPause like any other (learn). Its zero value bounds
+// nothing.
 type turn struct {
 	open    time.Time     // when the request that opened the current window left; zero: none
 	ok      int           // successes since open
@@ -38,6 +43,7 @@ type turn struct {
 	lo, hi  time.Duration // the window is longer than lo and no longer than hi; 0: unknown
 	clock   bool          // the bounds contradicted each other: not a window that starts with ours
 	turned  int           // windows opened after refusals
+	lost    bool          // the current window's opening was not seen: open is a refusal's
 }
 
 // turnDoubt: bounds measured from sendings are off by how much the ways
@@ -63,7 +69,9 @@ func (t *turn) succeeded(sent time.Time) {
 	if sent.IsZero() || t.open.IsZero() {
 		return
 	}
-	if t.refused && sent.After(t.last) {
+	if t.refused && sent.After(t.last) && t.lost {
+		t.open, t.ok, t.refused, t.lost = sent, 0, false, false
+	} else if t.refused && sent.After(t.last) {
 		d := sent.Sub(t.open)
 		if d < t.lo-t.lo/turnDoubt {
 			t.clock = true
@@ -95,6 +103,14 @@ func (t *turn) refusedAt(sent, first time.Time, ok int) {
 	}
 	t.refused, t.last = true, maxTime(t.last, sent)
 	d := sent.Sub(t.open)
+	if t.hi > 0 && d > 2*t.hi {
+		// Long after the window opened (the partition idle, or other
+		// clients spending its windows): a later window's refusal, whose
+		// opening was not seen. It bounds nothing, nor does the next
+		// opening.
+		t.open, t.lost = sent, true
+		return
+	}
 	if t.hi > 0 && d >= t.hi {
 		if d > t.hi+t.hi/turnDoubt {
 			t.clock = true
@@ -109,7 +125,7 @@ func (t *turn) refusedAt(sent, first time.Time, ok int) {
 // what the bounds say (see turn). It returns until unchanged when they
 // say nothing.
 func (t *turn) bound(until time.Time) time.Time {
-	if t.open.IsZero() || !t.refused || t.lo < aimdHold || t.clock || t.turned < turnProof {
+	if t.open.IsZero() || !t.refused || t.lo < aimdHold || t.clock || t.lost || t.turned < turnProof {
 		return until
 	}
 	next := t.lo + t.lo/8

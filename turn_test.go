@@ -127,3 +127,19 @@ func TestTurnBareWindowsOfSeconds(t *testing.T) {
 		})
 	}
 }
+
+// TestTurnAfterAnIdleHour: a refusal an hour after the window opened is a
+// later window's: it bounds nothing (no pause of an hour and more), nor
+// does the opening after it; then the bounds hold again.
+func TestTurnAfterAnIdleHour(t *testing.T) {
+	tr := turn{open: turnAt(0), ok: 10, refused: true, last: turnAt(4.9), quota: 10,
+		lo: 4900 * time.Millisecond, hi: 5100 * time.Millisecond, turned: 2}
+	tr.succeeded(turnAt(5.1)) // window opened: hi stays 5.1 s
+	tr.refusedAt(turnAt(3600), turnAt(0), 0)
+	assert.Equal(t, turnAt(3600.1), tr.bound(turnAt(3600.1)), "the backoff's own")
+	assert.Equal(t, 4900*time.Millisecond, tr.lo)
+	tr.succeeded(turnAt(3605))
+	assert.Equal(t, 5100*time.Millisecond, tr.hi, "an opening after an unseen one bounds nothing")
+	tr.refusedAt(turnAt(3606), turnAt(0), 0) // this window's burst, refused
+	assert.Equal(t, turnAt(3605+5.1), tr.bound(turnAt(3606.1)), "at hi again")
+}
