@@ -73,7 +73,7 @@ func (g *gate) doneQuiet(tk *ticket) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.q.Len() > 0 || !g.quiet() || g.rf.answered == 0 {
-		return false // the first answer is timed (rf.trip)
+		return false // the first answer is timed (gate.trip)
 	}
 	g.settle(tk)
 	g.pz.backoff = 0

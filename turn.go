@@ -25,9 +25,10 @@ import "time"
 // (Flask-Limiter's, koa-ratelimit's memory store). One that keeps the
 // clock's time turns sooner after a late opening, and a refusal past hi
 // or an opening short of lo shows it (clock): the bounds then say
-// nothing, and the backoff probes as before. A refusal after a run twice
-// as long as any window's before it is a pace found too fast (a
-// bucket's, a rate's), not a window's end: the bounds start over. A
+// nothing, and the backoff probes as before. A refusal after a run
+// turnRun times as long as any window's before it is a pace found too
+// fast (a bucket's, a rate's), not a window's end: the bounds start
+// over. A
 // refusal more than twice hi after the window opened (the partition
 // idle, or other clients spending its windows) is a later window's,
 // whose opening was not seen: until the next opening the bounds say
@@ -69,18 +70,18 @@ func (t *turn) succeeded(sent time.Time) {
 	if sent.IsZero() || t.open.IsZero() {
 		return
 	}
-	if t.refused && sent.After(t.last) && t.lost {
+	if t.refused && sent.After(t.last) {
+		if !t.lost { // an opening after an unseen one bounds nothing
+			d := sent.Sub(t.open)
+			if d < t.lo-t.lo/turnDoubt {
+				t.clock = true
+			}
+			t.turned++
+			if t.hi == 0 || d < t.hi {
+				t.hi = d
+			}
+		}
 		t.open, t.ok, t.refused, t.lost = sent, 0, false, false
-	} else if t.refused && sent.After(t.last) {
-		d := sent.Sub(t.open)
-		if d < t.lo-t.lo/turnDoubt {
-			t.clock = true
-		}
-		t.turned++
-		if t.hi == 0 || d < t.hi {
-			t.hi = d
-		}
-		t.open, t.ok, t.refused = sent, 0, false
 	}
 	t.ok++
 }
