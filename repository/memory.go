@@ -653,6 +653,13 @@ func (m *Memory) Reset(ctx context.Context, key string) error {
 // the key's debt. s.mu must be held.
 func (m *Memory) reset(s *shard, e *entry) {
 	if lim := e.x.Load().lim; lim != nil && limiters.HoldsPermits(lim) {
+		// Closed first: a call that pinned e before Reset took the shard
+		// acquires on the limiter without it, and one that got its permit
+		// between the count and the close held a permit no debt covered,
+		// whose Release then went to the key's new limiter (a Concurrency
+		// released more than it held: TestResetUnderChurn, under -race).
+		// Once closed, no Acquire succeeds: the count is every permit held.
+		lim.Close()
 		if d := lim.TryAcquire(0); d.Remaining < d.Limit {
 			s.owe(e.key, d.Limit-d.Remaining)
 		}
