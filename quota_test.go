@@ -651,6 +651,82 @@ func TestQuotaFellIsALog(t *testing.T) {
 	assert.False(t, next.sliding())
 }
 
+// TestQuotaFellReadsResetsDown: a count that falls at the same reset
+// when span's bounds, its resets read as rounded up, leave no whole
+// second between them (a probe of the first window's end, delayed into
+// the next by the way there, showed no crossing): the resets are read
+// as rounded down, the window is the whole second that allows, and the
+// quota slides without being taken for a log (a sliding counter's count
+// falls so too). Without it, koa-ratelimit's log over Redis stayed a
+// fixed window to the quota and drew 18 refusals per 40 units under
+// 200 ms of jitter (TestSlidingLogUnderJitter).
+func TestQuotaFellReadsResetsDown(t *testing.T) {
+	var q quota
+	q.heard, q.limit, q.rmin, q.known, q.at = 2, 5, 0, true, t0
+	q.said = wallOf(t0.Add(1700 * time.Millisecond).Truncate(time.Second))
+	q.span = span{openAt: t0, lo: 1684 * time.Millisecond, hi: 1700 * time.Millisecond}
+	require.Zero(t, q.span.guess(true), "no whole second between the bounds")
+	reset := q.said.time()
+	w, log := q.fell(&headers.Quota{Limit: 5, Remaining: 2, Reset: reset}, t0.Add(1900*time.Millisecond))
+	assert.Equal(t, 2*time.Second, w)
+	assert.False(t, log, "a log or a sliding counter: its next resets tell")
+	assert.True(t, q.span.down)
+	assert.Equal(t, 2700*time.Millisecond, q.span.hi, "a second more, read as rounded down")
+
+	q.span = span{openAt: t0, lo: 1500 * time.Millisecond, hi: 2100 * time.Millisecond}
+	w, log = q.fell(&headers.Quota{Limit: 5, Remaining: 2, Reset: reset}, t0.Add(1900*time.Millisecond))
+	assert.Equal(t, 2*time.Second, w)
+	assert.True(t, log, "a window span could tell: a log, as before")
+	assert.False(t, q.span.down)
+}
+
+// TestCountedLogKeepsItsWindow: a sliding log whose window the send log
+// pinned from what its answers count (narrow) keeps it when its resets,
+// its oldest entry's expiry, step by less: they step by where its
+// entries fall. A step of one second once made a 2-s log's window one
+// second, its pace twice the rate allowed (18 refusals per 40 units at
+// 5 per 2 s under 200 ms of jitter).
+func TestCountedLogKeepsItsWindow(t *testing.T) {
+	var q quota
+	q.slides(2*time.Second, true)
+	answer := func(rem int64, reset, now time.Time) {
+		q.apply(&headers.Quota{Limit: 5, Remaining: rem, Reset: reset}, false, true, reset, false, true, 1, now, now)
+	}
+	answer(3, t0.Add(9*time.Second), t0.Add(8500*time.Millisecond)) // rounded down: half a second ahead
+	q.narrow(2 * time.Second)
+	answer(2, t0.Add(10*time.Second), t0.Add(9500*time.Millisecond))
+	assert.Equal(t, 2*time.Second, q.window, "a counted window: steps do not shorten it")
+
+	var c quota // not counted: a sliding counter's window is its least step
+	c.slides(2*time.Second, false)
+	c.apply(&headers.Quota{Limit: 5, Remaining: 3, Reset: t0.Add(9 * time.Second)}, false, true, t0.Add(9*time.Second), false, true, 1, t0.Add(8500*time.Millisecond), t0.Add(8500*time.Millisecond))
+	c.apply(&headers.Quota{Limit: 5, Remaining: 2, Reset: t0.Add(10 * time.Second)}, false, true, t0.Add(10*time.Second), false, true, 1, t0.Add(9500*time.Millisecond), t0.Add(9500*time.Millisecond))
+	assert.Equal(t, time.Second, c.window)
+}
+
+// TestSlidingLogUnderJitter: koa-ratelimit's log over Redis at 5 per 2 s
+// with way times that vary by up to 200 ms (a loaded machine: one CI
+// run drew 26 refusals per 40 units there), in fake time, at the phases
+// and seeds that drew 18 before TestQuotaFellReadsResetsDown's and
+// TestCountedLogKeepsItsWindow's mends (now 9 and 7).
+func TestSlidingLogUnderJitter(t *testing.T) {
+	b := modelBehaviourOf(t, "i/koa-ratelimit redis")
+	for _, run := range []modelRun{
+		{latency: 5 * time.Millisecond, phase: 1300 * time.Millisecond, seed: 1},
+		{latency: 50 * time.Millisecond, phase: 500 * time.Millisecond, seed: 3},
+	} {
+		run.rate, run.window, run.workers, run.total, run.jitter, run.method = 5, 2*time.Second, 10, 40, 200*time.Millisecond, b.method
+		t.Run(run.String(), func(t *testing.T) {
+			r := runModel(t, b, run)
+			t.Logf("%d refused, %.3f× the ideal %v", r.counts.refused, r.ratio(), r.ideal)
+			assert.True(t, r.finished, "unfinished")
+			assert.Zero(t, r.counts.inPause, "requests sent during a pause")
+			assert.LessOrEqual(t, r.counts.refused, 11, "refusals")
+			assert.LessOrEqual(t, r.ratio(), 1.35, "elapsed over the ideal")
+		})
+	}
+}
+
 // TestBucketFound: a quota whose time until full, told to the
 // millisecond, grows with what is spent at one time a unit (a token or
 // leaky bucket, GCRA: this project's server.New writes such resets) is

@@ -407,10 +407,14 @@ type wire struct {
 	pausedBy              string    // the refusal that asked for the latest wait, for firstEarly
 	firstEarly            string    // the first request sent during a pause, and why it counts
 	allowed, refusal      http.Header
+	// trace is every answer, sent and answered times from start, its
+	// status and rate-limit fields: a failing case prints it.
+	trace []string
 }
 
 func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 	now := time.Now()
+	sent := now
 	w.sent.Add(1)
 	w.mu.Lock()
 	if w.start.IsZero() {
@@ -444,6 +448,9 @@ func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 	case refused && w.refusal == nil:
 		w.refusal = resp.Header.Clone()
 	}
+	if len(w.trace) < maxTrace {
+		w.trace = append(w.trace, fmt.Sprintf("%.3f→%.3f %d %s", sent.Sub(w.start).Seconds(), now.Sub(w.start).Seconds(), resp.StatusCode, rateLimitFields(resp.Header)))
+	}
 	if refused {
 		if until := now.Add(headers.Parse(resp.Header, now).Delay(now)); until.After(w.pauseUntil) {
 			if now.After(w.pauseUntil) {
@@ -476,13 +483,17 @@ func rateLimitFields(h http.Header) string {
 	return strings.Join(fs, " | ")
 }
 
+// maxTrace bounds what a run keeps of its answers and pauses to print
+// when it fails; the log shows the first pauses of every run.
+const maxTrace = 400
+
 // realRun is what one client did against one case's server.
 type realRun struct {
 	wire    wire
 	ok      int64
 	elapsed time.Duration // from the first request to the last success
 	err     error
-	pauses  []string // the Transport's pauses (clients a and b), the first few
+	pauses  []string // the Transport's pauses (clients a and b)
 }
 
 // realDrive runs total units over workers goroutines through do; a
@@ -554,7 +565,7 @@ func (c realCase) run(k realClient, url string) *realRun {
 	observer := throttle.WithObserver(func(e throttle.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		if e.Kind == throttle.EventPaused && len(r.pauses) < 8 {
+		if e.Kind == throttle.EventPaused && len(r.pauses) < maxTrace {
 			r.pauses = append(r.pauses, fmt.Sprintf("%.3fs %d→%.3fs", time.Since(t0).Seconds(), e.Status, e.Until.Sub(t0).Seconds()))
 		}
 	})
@@ -861,7 +872,7 @@ func runRealCases(t *testing.T, cases []realCase) {
 				ratio := r.elapsed.Seconds() / ideal.Seconds()
 				t.Logf("%s: %d of %d units in %v, ideal %v (%.2f×); %d sent, %d refused, %d sent during a pause; pauses: %s",
 					k, r.ok, total, r.elapsed.Round(time.Millisecond), ideal, ratio,
-					r.wire.sent.Load(), r.wire.refused.Load(), r.wire.early.Load(), strings.Join(r.pauses, ", "))
+					r.wire.sent.Load(), r.wire.refused.Load(), r.wire.early.Load(), strings.Join(r.pauses[:min(len(r.pauses), 8)], ", "))
 				if n := r.wire.other.Load(); n != 0 {
 					t.Errorf("%s: %d responses neither 200 nor a refusal", k, n)
 				}
@@ -876,14 +887,19 @@ func runRealCases(t *testing.T, cases []realCase) {
 				if m, ok := realMisses[c.name()]; ok {
 					maxRefusals, maxRatio = max(maxRefusals, m.refusals), m.ratio
 				}
+				var bad []string
 				if n := r.wire.refused.Load(); n > maxRefusals {
-					t.Errorf("%s: %d refusals; want ≤ %d", k, n, maxRefusals)
+					bad = append(bad, fmt.Sprintf("%d refusals; want ≤ %d", n, maxRefusals))
 				}
 				if ratio > maxRatio {
-					t.Errorf("%s: %v, %.2f× the ideal %v; want ≤ %.2f×", k, r.elapsed.Round(time.Millisecond), ratio, ideal, maxRatio)
+					bad = append(bad, fmt.Sprintf("%v, %.2f× the ideal %v; want ≤ %.2f×", r.elapsed.Round(time.Millisecond), ratio, ideal, maxRatio))
 				}
 				if n := r.wire.early.Load(); n != 0 {
-					t.Errorf("%s: %d requests sent during a wait a refusal asked for; the first %s", k, n, r.wire.firstEarly)
+					bad = append(bad, fmt.Sprintf("%d requests sent during a wait a refusal asked for; the first %s", n, r.wire.firstEarly))
+				}
+				if len(bad) > 0 { // with what it saw, to tell why
+					t.Errorf("%s: %s\nits answers (sent→answered, seconds from its first request):\n%s\nits pauses: %s",
+						k, strings.Join(bad, "; "), strings.Join(r.wire.trace, "\n"), strings.Join(r.pauses, ", "))
 				}
 			}
 		})
