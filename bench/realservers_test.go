@@ -139,7 +139,11 @@ const (
 //     crowd cases), but 15 in one CI run on a machine loaded by
 //     processes left running beside it (248e455) and 20 in one run
 //     beside the crowd cases (1ffc30a), so held to 24 there: a storm
-//     is hundreds;
+//     is hundreds. 26 once more on a loaded machine (483749b's parent):
+//     the first window's probe delayed into the next crossed no bounds,
+//     and the log was taken for a fixed window (quota.fell now reads
+//     its resets as rounded down then; in six runs beside a CPU hog
+//     since, 8-9);
 //   - express's legacy fields (epoch reset rounded up, windows from a
 //     client's first request): 1.01–1.02× in 5 of 5 runs since a window's
 //     opener answered late still tells when it opened; before, in about
@@ -848,6 +852,12 @@ func runRealCases(t *testing.T, cases []realCase) {
 		wg.Wait()
 	}
 
+	// THROTTLE_REAL_TRACE=<regexp>: the cases whose runs print what they
+	// saw, passing or not (a failing one always does).
+	var traceCases *regexp.Regexp
+	if p := os.Getenv("THROTTLE_REAL_TRACE"); p != "" {
+		traceCases = regexp.MustCompile(p)
+	}
 	var table []string
 	for i, c := range cases {
 		total := c.total()
@@ -858,6 +868,7 @@ func runRealCases(t *testing.T, cases []realCase) {
 				c.name(), k, r.ok, total, r.elapsed.Seconds()/ideal.Seconds(), r.wire.refused.Load(), r.wire.sent.Load(), r.wire.early.Load()))
 		}
 		t.Run(c.name(), func(t *testing.T) {
+			traced := traceCases != nil && traceCases.MatchString(c.name())
 			ref := runs[i][clientReference]
 			logHeader(t, "200", ref.wire.allowed)
 			logHeader(t, "429", ref.wire.refusal)
@@ -897,9 +908,13 @@ func runRealCases(t *testing.T, cases []realCase) {
 				if n := r.wire.early.Load(); n != 0 {
 					bad = append(bad, fmt.Sprintf("%d requests sent during a wait a refusal asked for; the first %s", n, r.wire.firstEarly))
 				}
-				if len(bad) > 0 { // with what it saw, to tell why
-					t.Errorf("%s: %s\nits answers (sent→answered, seconds from its first request):\n%s\nits pauses: %s",
-						k, strings.Join(bad, "; "), strings.Join(r.wire.trace, "\n"), strings.Join(r.pauses, ", "))
+				seen := fmt.Sprintf("its answers (sent→answered, seconds from its first request):\n%s\nits pauses: %s",
+					strings.Join(r.wire.trace, "\n"), strings.Join(r.pauses, ", "))
+				switch {
+				case len(bad) > 0: // with what it saw, to tell why
+					t.Errorf("%s: %s\n%s", k, strings.Join(bad, "; "), seen)
+				case traced:
+					t.Logf("%s: %s", k, seen)
 				}
 			}
 		})
