@@ -599,11 +599,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// answer's time, moving with it, not a window's.)
 		// No window is shorter than the furthest ahead its resets were
 		// (a sliding log's reset, its oldest entry's expiry, steps by
-		// where entries fall, not by a window), and none that the send
-		// log pinned from what the answers count (counted) moves: a
-		// log's resets, rounded down, reach less than a second ahead
-		// and step by one, a 2-s log's window taken for one second
-		// (TestCountedLogKeepsItsWindow).
+		// where entries fall, not by a window).
 		if s.Reset.Nanosecond() == 0 {
 			q.reach = max(q.reach, s.Reset.Sub(now))
 			// Windows are whole seconds: one that reached 1.07 s
@@ -622,7 +618,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 				q.ahead = wallOf(s.Reset)
 			}
 		}
-		if d := s.Reset.Sub(prev.time()); step && s.Window <= 0 && !q.counted && prev != 0 && d >= time.Second && d < q.window && d >= q.reach {
+		if d := s.Reset.Sub(prev.time()); step && s.Window <= 0 && prev != 0 && d >= time.Second && d < q.window && d >= q.reach {
 			q.window = d
 		}
 		if d := s.Reset.Sub(prev.time()); step && prev != 0 && q.window > 0 && offWindows(d, q.window, q.fine) {
