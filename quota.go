@@ -1066,8 +1066,8 @@ func (p *span) downTo(end, r time.Time) (t time.Time, ok bool) {
 
 // readDown reads the resets as rounded down from now on, as bounds that
 // cross do (learn), when a count that fell at the same reset showed a
-// log's (quota.fell): the upper bound they gave, read as rounded up, is
-// a second more. A probe of the first window's end that the way there
+// log's or a sliding counter's (quota.fell): the upper bound they gave,
+// read as rounded up, is a second more. A probe of the first window's end that the way there
 // delays into the next shows no crossing: the bounds, a fraction of a
 // second apart and no whole second between them, left fell no length,
 // and koa-ratelimit's log over Redis was taken for a fixed window and
