@@ -24,8 +24,10 @@ import "time"
 // That holds for a window that starts with the client's first request
 // (Flask-Limiter's, koa-ratelimit's memory store). One that keeps the
 // clock's time turns sooner after a late opening, and a refusal past hi
-// or an opening short of lo shows it (clock): the bounds then say
-// nothing, and the backoff probes as before. A refusal after a run
+// or an opening short of lo shows it: the first time, the bounds start
+// over (a loaded server's late answer shows the same), the second
+// (clock), they say nothing from then on, and the backoff probes as
+// before. A refusal after a run
 // turnRun times as long as any window's before it is a pace found too
 // fast (a bucket's, a rate's), not a window's end: the bounds start
 // over. A
@@ -42,7 +44,8 @@ type turn struct {
 	last    time.Time     // when the last refused request left
 	quota   int           // the most successes a window let through before its first refusal
 	lo, hi  time.Duration // the window is longer than lo and no longer than hi; 0: unknown
-	clock   bool          // the bounds contradicted each other: not a window that starts with ours
+	doubted bool          // the bounds contradicted each other once, and started over
+	clock   bool          // they did again: not a window that starts with ours
 	turned  int           // windows opened after refusals
 	lost    bool          // the current window's opening was not seen: open is a refusal's
 }
@@ -72,13 +75,13 @@ func (t *turn) succeeded(sent time.Time) {
 	}
 	if t.refused && sent.After(t.last) {
 		if !t.lost { // an opening after an unseen one bounds nothing
-			d := sent.Sub(t.open)
-			if d < t.lo-t.lo/turnDoubt {
-				t.clock = true
-			}
-			t.turned++
-			if t.hi == 0 || d < t.hi {
-				t.hi = d
+			if d := sent.Sub(t.open); d < t.lo-t.lo/turnDoubt {
+				t.contradicted()
+			} else {
+				t.turned++
+				if t.hi == 0 || d < t.hi {
+					t.hi = d
+				}
 			}
 		}
 		t.open, t.ok, t.refused, t.lost = sent, 0, false, false
@@ -114,12 +117,25 @@ func (t *turn) refusedAt(sent, first time.Time, ok int) {
 	}
 	if t.hi > 0 && d >= t.hi {
 		if d > t.hi+t.hi/turnDoubt {
-			t.clock = true
+			t.contradicted()
 		} else {
 			t.hi = d + t.hi/(2*turnDoubt) // hi was a little short: the ways vary
 		}
 	}
 	t.lo = max(t.lo, d)
+}
+
+// contradicted records bounds that contradict each other: the first
+// time, they start over (a loaded server's late answers can fake one: a
+// Python process per client, all at once, disabled them for good once,
+// 110 refusals where 33 are drawn); the second, the window is taken to
+// keep the clock's time (clock), and they bound nothing from then on.
+func (t *turn) contradicted() {
+	if t.doubted {
+		t.clock = true
+		return
+	}
+	t.doubted, t.lo, t.hi, t.turned = true, 0, 0, 0
 }
 
 // bound brings until, the end of the pause a bare refusal begins, within

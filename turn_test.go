@@ -55,7 +55,9 @@ func TestTurnBoundsAWindowThatStartsWithOurs(t *testing.T) {
 
 // TestTurnSeesAClockWindow: a window that keeps the clock's time, opened
 // late by our first success in it, turns sooner after it than lo; the
-// bounds then say nothing.
+// bounds start over (one contradiction may be a loaded server's late
+// answer), and when they contradict each other again they say nothing
+// from then on.
 func TestTurnSeesAClockWindow(t *testing.T) {
 	var tr turn
 	tr.refusedAt(turnAt(0.5), turnAt(0), 10)
@@ -63,9 +65,38 @@ func TestTurnSeesAClockWindow(t *testing.T) {
 	tr.succeeded(turnAt(7.8)) // the window [5, 10) opened late
 	tr.refusedAt(turnAt(8.8), turnAt(0), 0)
 	tr.succeeded(turnAt(10.1)) // [10, 15): 2.3 s after the last opening, under lo
-	assert.True(t, tr.clock)
+	assert.False(t, tr.clock, "once: the bounds start over")
+	assert.Zero(t, tr.lo)
+	assert.Zero(t, tr.hi)
 	tr.refusedAt(turnAt(11.2), turnAt(0), 0)
 	assert.Equal(t, turnAt(11.3), tr.bound(turnAt(11.3)))
+	tr.refusedAt(turnAt(14.6), turnAt(0), 0) // lo 4.5 s
+	tr.succeeded(turnAt(17.6))               // [15, 20) opened late: hi 7.5 s
+	tr.refusedAt(turnAt(18.0), turnAt(0), 0)
+	tr.succeeded(turnAt(20.1)) // 2.5 s on, under lo again
+	assert.True(t, tr.clock)
+	tr.refusedAt(turnAt(21.2), turnAt(0), 0)
+	assert.Equal(t, turnAt(21.3), tr.bound(turnAt(21.3)))
+}
+
+// TestTurnOutlivesOneLateAnswer: bounds that one late opening (a loaded
+// server answering late) contradicts start over and, two consistent
+// windows on, bound the pause again.
+func TestTurnOutlivesOneLateAnswer(t *testing.T) {
+	tr := turn{open: turnAt(0), ok: 10, refused: true, last: turnAt(4.9), quota: 10,
+		lo: 4900 * time.Millisecond, hi: 5100 * time.Millisecond, turned: 2}
+	tr.succeeded(turnAt(5.0)) // the next window opens
+	tr.refusedAt(turnAt(5.5), turnAt(0), 0)
+	tr.succeeded(turnAt(9.0)) // 4.0 s after the last opening: under lo
+	assert.False(t, tr.clock)
+	assert.Zero(t, tr.turned, "started over")
+	for _, w := range []float64{14.0, 19.0} { // two windows of 5 s
+		tr.refusedAt(turnAt(w-0.1), turnAt(0), 0)
+		tr.succeeded(turnAt(w))
+	}
+	tr.refusedAt(turnAt(19.5), turnAt(0), 0)
+	assert.Equal(t, 2, tr.turned)
+	assert.Equal(t, turnAt(24.0), tr.bound(turnAt(19.6)), "bounded again: at hi")
 }
 
 // TestTurnForgetsAPacedRun: a refusal after a run four times as long as
