@@ -1072,7 +1072,8 @@ func (p *span) downTo(end, r time.Time) (t time.Time, ok bool) {
 // second apart and no whole second between them, left fell no length,
 // and koa-ratelimit's log over Redis was taken for a fixed window and
 // then for a sliding counter of one second (18 refusals per 40 units at
-// 5 per 2 s, 200 ms of jitter; 26 in one CI run on a loaded machine).
+// 5 per 2 s, 200 ms of jitter, in fake time; 26 in one real-server run
+// beside a CPU hog).
 func (p *span) readDown() {
 	if p.down || p.loose {
 		return

@@ -681,9 +681,10 @@ func TestQuotaFellReadsResetsDown(t *testing.T) {
 }
 
 // TestSlidingLogUnderJitter: koa-ratelimit's log over Redis at 5 per 2 s
-// with way times that vary by up to 200 ms (a loaded machine: one CI
-// run drew 26 refusals per 40 units there), in fake time, at a phase and
-// seed that drew 18 before TestQuotaFellReadsResetsDown's mend (now 9).
+// with way times that vary by up to 200 ms (a loaded machine: one
+// real-server run beside a CPU hog drew 26 refusals per 40 units
+// there), in fake time, at a phase and seed that drew 18 before
+// TestQuotaFellReadsResetsDown's mend (now 9).
 func TestSlidingLogUnderJitter(t *testing.T) {
 	b := modelBehaviourOf(t, "i/koa-ratelimit redis")
 	r := runModel(t, b, modelRun{rate: 5, window: 2 * time.Second, workers: 10, total: 40, method: b.method,

@@ -27,16 +27,14 @@ import "time"
 // or an opening short of lo shows it: the first time, the bounds start
 // over (a loaded server's late answer shows the same), the second
 // (clock), they say nothing from then on, and the backoff probes as
-// before. A refusal after a run
-// turnRun times as long as any window's before it is a pace found too
-// fast (a bucket's, a rate's), not a window's end: the bounds start
-// over. A
-// refusal more than twice hi after the window opened (the partition
-// idle, or other clients spending its windows) is a later window's,
-// whose opening was not seen: until the next opening the bounds say
-// nothing (lost), and that opening bounds nothing. The pause a bound sets
-// is capped by maxPause like any other (learn). Its zero value bounds
-// nothing.
+// before. A refusal after a run turnRun times as long as any window's
+// before it is a pace found too fast (a bucket's, a rate's), not a
+// window's end: the bounds start over. A refusal more than twice hi
+// after the window opened (the partition idle, or other clients spending
+// its windows) is a later window's, whose opening was not seen: until
+// the next opening the bounds say nothing (lost), and that opening
+// bounds nothing. The pause a bound sets is capped by maxPause like any
+// other (learn). Its zero value bounds nothing.
 type turn struct {
 	open    time.Time     // when the request that opened the current window left; zero: none
 	ok      int           // successes since open

@@ -142,8 +142,8 @@ const (
 //     is hundreds. 26 once more on a loaded machine (483749b's parent):
 //     the first window's probe delayed into the next crossed no bounds,
 //     and the log was taken for a fixed window (quota.fell now reads
-//     its resets as rounded down then; in six runs beside a CPU hog
-//     since, 8-9);
+//     its resets as rounded down then; in twelve runs beside a CPU
+//     hog since, 5-10);
 //   - express's legacy fields (epoch reset rounded up, windows from a
 //     client's first request): 1.01–1.02× in 5 of 5 runs since a window's
 //     opener answered late still tells when it opened; before, in about
