@@ -78,10 +78,11 @@ type model struct {
 type gateFlag uint32
 
 const (
-	heard  gateFlag = 1 << iota // an answer said something of rate limits, or refused: learn reads the clock
-	shared                      // a FeedbackStore shares a quota of this partition (feedback.go)
-	capped                      // at most githubMaxWire requests on the wire at once (capWire)
-	timed                       // the gate has traits (g.rl) or has held a send back (nextSend): its sends are timed to the clock (enter)
+	heard   gateFlag = 1 << iota // an answer said something of rate limits, or refused: learn reads the clock
+	shared                       // a FeedbackStore shares a quota of this partition (feedback.go)
+	capped                       // at most githubMaxWire requests on the wire at once (capWire)
+	timed                        // the gate has traits (g.rl) or has held a send back (nextSend): its sends are timed to the clock (enter)
+	longWay                      // every answer is learned the long way, count's short way never taken (TestCountMatchesApply's reference)
 )
 
 func (g *gate) is(f gateFlag) bool { return g.flags.Load()&uint32(f) != 0 }

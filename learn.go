@@ -455,6 +455,9 @@ func (g *gate) tighten(a *answer, until time.Time) {
 // reset is finer (X-RateLimit-Reset-After, to the millisecond) and falls
 // within the second the whole one rounds up, ends at the twin's.
 func twins(qs []headers.Quota, now time.Time) {
+	if len(qs) < 2 {
+		return // (GitHub's answers: one quota)
+	}
 	// Which resets are written finer than the second, read once: most
 	// answers have none (GitHub's, Anthropic's), and then no quota has
 	// a twin to narrow it. (An answer of more quotas than the array
@@ -514,6 +517,9 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 	twins(a.info.Quotas, now)
 	var until time.Time
 	learned := false
+	// Answers of a window that ends beyond this (the horizon, and beyond
+	// span's reach) may only count down (quota.counts).
+	far := now.Unix() + max(spanFar, int64(g.maxPause/time.Second)+1)
 	for i := range a.info.Quotas {
 		s := &a.info.Quotas[i]
 		if s.Remaining < 0 && s.Unit != "concurrent-requests" {
@@ -521,6 +527,14 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 		q := g.slot(s.Name)
 		if q == nil {
+			continue
+		}
+		if q.counts(s, a.refill, far, now) && (g.rl == nil || g.rl.sends == nil) && !g.is(longWay) {
+			// GitHub's hourly 5,000, most of the hour: only the count
+			// moves, and nothing below (with no send log to count it
+			// in: counted) would do more than count does.
+			q.count(s, !q.known || tk.ver >= q.ver, g.ver+1, now.Add(g.maxPause), now)
+			learned = true
 			continue
 		}
 		reset, guessed := s.Reset, false
