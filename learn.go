@@ -154,6 +154,22 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			until := now.Add(min(d, g.maxPause))
 			if fresh && !a.far.any() && !g.rf.resumed.IsZero() && g.unexplained() {
 				g.teach(tk, until, d, now)
+				if d%time.Second == 0 {
+					// A wait in whole seconds may be a constant the server
+					// writes whatever its window ("Retry-After: 1" over a
+					// log of 5 s refused four probes a window): once a
+					// probe after it is refused, the windows the refusals
+					// bound (turn) may make the pause longer than the
+					// wait, never shorter. (A wait told finer is the
+					// server's own reckoning: finePace.)
+					g.rl.turn.refusedAt(g.sentAt(tk, now), g.rf.resumed, g.rf.ok)
+					if g.rf.ok == 0 {
+						g.rl.turn.probed = true
+					}
+					if g.rl.turn.probed || g.rl.turn.probedLast {
+						until = maxTime(until, minTime(g.rl.turn.bound(until), now.Add(g.maxPause)))
+					}
+				}
 			}
 			g.pauseUntil(until)
 			return g.pz.until

@@ -722,7 +722,6 @@ var convergeMisses = map[int]struct {
 	behaviour string
 	share     float64
 }{
-	2:  {"e/haproxy stick table", 0.899},                      // 150 a minute, refusals counted, "Retry-After: 1" refused every second for 80 s: the creep from the refused rate is slow (the whole run 1.16x -> 1.12-1.14x with the first wave's probe in five seeds, its windows 2-5 as fast as before in some, 0.90 in this one)
 	5:  {"e/haproxy stick table", 0.680},                      // 10 per 5 s, refusals counted: held two windows at a time
 	18: {"f/own sliding_log", 0.931},                          // 150 per 5 s, 155 ms away (0.864 while a refused probe could take it for a window every request restarts: stretch)
 	41: {"g/github secondary 40/s, 403 retry-after 2", 0.753}, // the limit is never told: a refusal a few windows; and ten in flight 195 ms away carry 23 a second of the 30 (0.759 before GitHub's ten)

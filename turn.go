@@ -34,7 +34,11 @@ import "time"
 // its windows) is a later window's, whose opening was not seen: until
 // the next opening the bounds say nothing (lost), and that opening
 // bounds nothing. The pause a bound sets is capped by maxPause like any
-// other (learn). Its zero value bounds nothing.
+// other (learn). A server that asks for a wait in whole seconds may
+// write a constant whatever its window ("Retry-After: 1" over a log of
+// 5 s): once a probe after such a wait is refused (probed, in this window
+// or the last), learn lets the bounds lengthen that pause too, never
+// shorten it. Its zero value bounds nothing.
 type turn struct {
 	open    time.Time     // when the request that opened the current window left; zero: none
 	ok      int           // successes since open
@@ -46,6 +50,9 @@ type turn struct {
 	clock   bool          // they did again: not a window that starts with ours
 	turned  int           // windows opened after refusals
 	lost    bool          // the current window's opening was not seen: open is a refusal's
+	// probed: a probe after a wait the server asked for was refused in
+	// the current window; probedLast, in the one before (learn).
+	probed, probedLast bool
 }
 
 // turnDoubt: bounds measured from sendings are off by how much the ways
@@ -83,6 +90,7 @@ func (t *turn) succeeded(sent time.Time) {
 			}
 		}
 		t.open, t.ok, t.refused, t.lost = sent, 0, false, false
+		t.probed, t.probedLast = false, t.probed
 	}
 	t.ok++
 }
