@@ -421,6 +421,17 @@ func runModel(t *testing.T, b modelBehaviour, run modelRun) modelResult {
 	return res
 }
 
+// holds logs r and holds it to at most refusals refusals and ratio times
+// the ideal, finished, with no request sent during a pause.
+func (r modelResult) holds(t *testing.T, refusals int, ratio float64) {
+	t.Helper()
+	t.Logf("%d refused, %v, %.3f× the ideal %v", r.counts.refused, r.elapsed, r.ratio(), r.ideal)
+	assert.True(t, r.finished, "unfinished: %d of %d in %v", r.done, r.run.total, r.elapsed)
+	assert.Zero(t, r.counts.inPause, "requests sent during a pause")
+	assert.LessOrEqual(t, r.counts.refused, refusals, "refusals")
+	assert.LessOrEqual(t, r.ratio(), ratio, "elapsed over the ideal")
+}
+
 // check holds a run to b's bounds: the refusals (b.refusals per b.total
 // successes), the time (b.ratio × the ideal), and no request sent during a
 // pause. Where the Transport does not meet issue 18's bounds yet in every
