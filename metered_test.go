@@ -105,10 +105,12 @@ func TestPriorityFirstWhenThePartitionResumes(t *testing.T) {
 				return
 			}
 			order = append(order, id)
-			// Few left until a reset far off: the rest are paced.
+			// Few left until a reset far off: the rest are paced (all
+			// 20 of them: within spreadMin of the end, what is left
+			// would go at once, in the order the way there makes).
 			w.Header().Set("X-RateLimit-Limit", "100")
 			w.Header().Set("X-RateLimit-Remaining", "10")
-			w.Header().Set("X-RateLimit-Reset-After", "60")
+			w.Header().Set("X-RateLimit-Reset-After", "600")
 		})
 		tr := NewTransport(&apisim.Transport{Handler: h, Latency: 5 * time.Millisecond})
 		defer tr.Close()
