@@ -432,6 +432,30 @@ func (r modelResult) holds(t *testing.T, refusals int, ratio float64) {
 	assert.LessOrEqual(t, r.ratio(), ratio, "elapsed over the ideal")
 }
 
+// behaviourBound is a behaviour (a prefix of its name) and the bounds a
+// run against it is held to (holds).
+type behaviourBound struct {
+	behave   string
+	refusals int
+	ratio    float64
+}
+
+// holdEach holds run against each behaviour of bs, a subtest each.
+func holdEach(t *testing.T, run modelRun, bs []behaviourBound) {
+	for _, bb := range bs {
+		t.Run(bb.behave, func(t *testing.T) { bb.hold(t, run) })
+	}
+}
+
+// hold runs run against bb's behaviour, with its method, and holds it to
+// bb's bounds.
+func (bb behaviourBound) hold(t *testing.T, run modelRun) {
+	t.Helper()
+	b := modelBehaviourOf(t, bb.behave)
+	run.method = b.method
+	runModel(t, b, run).holds(t, bb.refusals, bb.ratio)
+}
+
 // check holds a run to b's bounds: the refusals (b.refusals per b.total
 // successes), the time (b.ratio × the ideal), and no request sent during a
 // pause. Where the Transport does not meet issue 18's bounds yet in every

@@ -180,19 +180,9 @@ func TestTurnAfterAnIdleHour(t *testing.T) {
 // never shorter; a refusal that tells its wait finer than the second
 // (Traefik's X-Retry-In, a bucket's next token) is not read so.
 func TestTurnBoundsAFixedRetryAfter(t *testing.T) {
-	for _, tc := range []struct {
-		behave   string
-		refusals int
-		ratio    float64
-	}{
+	holdEach(t, modelRun{rate: 10, window: 5 * time.Second, workers: 10, total: 250,
+		latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond}, []behaviourBound{
 		{"d/sliding log, Retry-After 1", 42, 1.12}, // measured 37, 1.108 (62, 1.134 before)
 		{"k/traefik rateLimit, burst 1", 12, 1.05}, // 10, 1.023, as before
-	} {
-		t.Run(tc.behave, func(t *testing.T) {
-			b := modelBehaviourOf(t, tc.behave)
-			r := runModel(t, b, modelRun{rate: 10, window: 5 * time.Second, workers: 10, total: 250,
-				latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: b.method})
-			r.holds(t, tc.refusals, tc.ratio)
-		})
-	}
+	})
 }
