@@ -15,7 +15,7 @@ import (
 // counts a far window down (quota.counts, count) leaves every gate in the
 // state the long way (resetFor, within, apply) leaves it in. Two gates
 // learn the same answers, one with the short way and one without; the
-// answers are GitHub's and their neighbours': windows an hour, 16 and 9
+// answers are GitHub's and their neighbours': windows of two hours, one, 16 and 9
 // minutes and 90 s long, counts that fall, jump and start over, resets
 // in whole seconds and finer, answers that come back out of order, a
 // second quota beside the first, refusals, and horizons (maxPause) of a
@@ -27,7 +27,7 @@ func TestCountMatchesApply(t *testing.T) {
 		maxPause := []time.Duration{time.Minute, DefaultMaxPause, 2 * time.Hour}[rng.IntN(3)]
 		fast, ref := &gate{key: "a", maxPause: maxPause}, &gate{key: "a", maxPause: maxPause}
 		ref.mark(longWay)
-		window := []time.Duration{time.Hour, 16 * time.Minute, 9 * time.Minute, 90 * time.Second}[rng.IntN(4)]
+		window := []time.Duration{time.Hour, 2 * time.Hour, 16 * time.Minute, 9 * time.Minute, 90 * time.Second}[rng.IntN(5)]
 		limit := []int64{5000, 100, 60, 1e9}[rng.IntN(4)]
 		now := t0.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
 		end := t0.Add(window)
