@@ -986,6 +986,11 @@ const spanGain = 10 * time.Millisecond
 // seconds fit, and a wrong guess costs one refused probe.
 const spanDoubt = 2 * time.Second
 
+// spanOver is how far past a whole second span's lower bound may lie,
+// with no whole second left under its upper, for the window to be taken
+// for that second (guess).
+const spanOver = 200 * time.Millisecond
+
 // spanDoubtWhole is spanDoubt where the server writes its resets in whole
 // seconds: a two-second window whose reset is rounded up leaves three
 // seconds of doubt, and waiting for the reset costs a second a window.
@@ -1144,7 +1149,17 @@ func (p *span) guess(whole bool) time.Duration {
 	}
 	w := (p.lo/time.Second + 1) * time.Second
 	if w > p.hi+spanClock {
-		return 0
+		// No whole second between the bounds, lo just past the one
+		// under hi (by spanOver at most): lo is taken for a floor that
+		// a reset read as rounded up put too high (Flask-Limiter's
+		// moving window writes when its log will be empty, plus a
+		// second: at some phases of the clock's second its floor put a
+		// window of one second at 1.035-1.174 s, no guess was left, and
+		// each window was waited out to that reset, two seconds). Far
+		// past it, the resets are rounded down (fell, readDown).
+		if w -= time.Second; w == 0 || p.lo-w > spanOver {
+			return 0
+		}
 	}
 	return w
 }

@@ -692,6 +692,31 @@ func TestSlidingLogUnderJitter(t *testing.T) {
 	r.holds(t, 11, 1.35)
 }
 
+// TestSpanTrustsAnOpeningOverAFloor: bounds with no whole second between
+// them, the lower past the one under the upper, guess the upper's whole
+// second: a window's opening set the upper, and a reset read as rounded
+// up may have floored the lower too high. Flask-Limiter's moving window
+// (its reset: when its log will be empty, plus a second) 50 ms ± 25 ms
+// away, its first request 725 ms into the clock's second: its floor put
+// a window of one second at 1.060-1.174 s, and every window was waited
+// out to that reset, two seconds (1.82x; one fresh-clone CI run failed on
+// the real server's, 1.86x).
+func TestSpanTrustsAnOpeningOverAFloor(t *testing.T) {
+	p := span{lo: 1060 * time.Millisecond, hi: 1174 * time.Millisecond}
+	assert.Equal(t, time.Second, p.guess(true))
+	p = span{lo: 1900 * time.Millisecond, hi: 2100 * time.Millisecond}
+	assert.Equal(t, 2*time.Second, p.guess(true), "a whole second between: as before")
+	p = span{lo: 600 * time.Millisecond, hi: 900 * time.Millisecond}
+	assert.Zero(t, p.guess(true), "no whole second under hi: no guess")
+
+	b := modelBehaviourOf(t, "j/flask-limiter moving window")
+	for _, seed := range []uint64{1, 3} {
+		r := runModel(t, b, modelRun{rate: 10, window: time.Second, workers: 10, total: 80, method: b.method,
+			latency: 50 * time.Millisecond, jitter: 25 * time.Millisecond, phase: 725 * time.Millisecond, seed: seed})
+		r.holds(t, 5, 1.3) // measured 0, 1.08x and 1.22x
+	}
+}
+
 // TestBucketFound: a quota whose time until full, told to the
 // millisecond, grows with what is spent at one time a unit (a token or
 // leaky bucket, GCRA: this project's server.New writes such resets) is
