@@ -74,7 +74,7 @@
 //     at once with an *ExceedsQuotaError (errors.Is limiters.ErrExceedsLimit).
 //   - Window quotas that run low (a tenth of the limit) spread the units
 //     left evenly until the earliest their window may end, when that is
-//     more than five seconds away (a shorter window gains nothing by it),
+//     more than ten seconds away (a shorter window gains nothing by it),
 //     unless a later answer said more remains with the same end (a
 //     sliding window that says when its count is all gone).
 //   - Windows that start at a client's first request (express-rate-limit's,

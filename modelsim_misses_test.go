@@ -46,7 +46,6 @@ var modelMisses = map[string]modelMiss{
 	"f/own repository.NewGCRA/transport/5 per 2s/10 goroutines/phase 0s/latency 20ms±10ms":                                       {refused: 8, ratio: 1.001},
 	"f/own sliding_log/transport/10 per 1s/10 goroutines/phase 0s/latency 100ms±50ms":                                            {refused: 0, ratio: 1.368},
 	"f/own sliding_log/transport/10 per 1s/50 goroutines/phase 0s/latency 20ms±10ms":                                             {refused: 40, ratio: 1.067},
-	"f/own sliding_log/transport/10 per 5s/10 goroutines/phase 0s/latency 20ms±10ms":                                             {refused: 0, ratio: 1.131},
 	"f/own sliding_log/transport/50 per 1s/10 goroutines/phase 0s/latency 20ms±10ms":                                             {refused: 0, ratio: 1.235},
 	"f/own sliding_window/transport/10 per 1s/50 goroutines/phase 0s/latency 20ms±10ms":                                          {refused: 40, ratio: 0.992},
 	"f/own token_bucket/transport/10 per 1s/50 goroutines/phase 0s/latency 20ms±10ms":                                            {refused: 45, ratio: 1.007},
