@@ -162,12 +162,8 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 					// bound (turn) may make the pause longer than the
 					// wait, never shorter. (A wait told finer is the
 					// server's own reckoning: finePace.)
-					g.rl.turn.refusedAt(g.sentAt(tk, now), g.rf.resumed, g.rf.ok)
-					if g.rf.ok == 0 {
-						g.rl.turn.probed = true
-					}
-					if g.rl.turn.probed || g.rl.turn.probedLast {
-						until = maxTime(until, minTime(g.rl.turn.bound(until), now.Add(g.maxPause)))
+					if t := &g.traits().turn; t.waitRefused(g.sentAt(tk, now), g.rf.resumed, g.rf.ok) {
+						until = maxTime(until, minTime(t.bound(until), now.Add(g.maxPause)))
 					}
 				}
 			}
@@ -549,7 +545,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 			// GitHub's hourly 5,000, most of the hour: only the count
 			// moves, and nothing below (with no send log to count it
 			// in: counted) would do more than count does.
-			q.count(s, !q.known || tk.ver >= q.ver, g.ver+1, now.Add(g.maxPause), now)
+			q.count(s, !q.known || tk.ver >= q.ver, g.ver+1, now)
 			learned = true
 			continue
 		}

@@ -51,7 +51,7 @@ type turn struct {
 	turned  int           // windows opened after refusals
 	lost    bool          // the current window's opening was not seen: open is a refusal's
 	// probed: a probe after a wait the server asked for was refused in
-	// the current window; probedLast, in the one before (learn).
+	// the current window; probedLast, in the one before (waitRefused).
 	probed, probedLast bool
 }
 
@@ -129,6 +129,18 @@ func (t *turn) refusedAt(sent, first time.Time, ok int) {
 		}
 	}
 	t.lo = max(t.lo, d)
+}
+
+// waitRefused records, as refusedAt, a refusal that asked for a wait in
+// whole seconds — a probe's when ok is 0 — and reports whether the
+// bounds may lengthen its pause: a probe after such a wait was refused
+// in this window or the one before (probed, probedLast).
+func (t *turn) waitRefused(sent, first time.Time, ok int) bool {
+	t.refusedAt(sent, first, ok)
+	if ok == 0 {
+		t.probed = true
+	}
+	return t.probed || t.probedLast
 }
 
 // contradicted records bounds that contradict each other: the first
