@@ -478,7 +478,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		q := &g.quotas[i]
 		_, declared := c.of(q.name)
 		q.claim(now, ch[i], declared)
-		if d := q.pace(now, ch[i], wire); d > 0 && i != logged && now.Add(d).After(next) {
+		if d := q.pace(now, ch[i], wire); d > 0 && !g.timedBy(q, logged) && now.Add(d).After(next) {
 			next = now.Add(d)
 		}
 	}
@@ -489,6 +489,19 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		g.mark(timed)
 	}
 	g.nextSend = next
+}
+
+// timedBy reports whether the send log times q: q is the quota it
+// counts (logged, its index; -1: none), or that quota's twin, a log of
+// the same limit and window told in another field of the same answers
+// (this project's server writes each limit as an IETF policy and as
+// X-RateLimit-*). g.mu must be held.
+func (g *gate) timedBy(q *quota, logged int) bool {
+	if logged < 0 {
+		return false
+	}
+	l := &g.quotas[logged]
+	return q == l || q.log && q.counted && q.limit == l.limit && q.window == l.window
 }
 
 func (g *gate) pauseUntil(until time.Time) {

@@ -599,8 +599,12 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 			q.restart()
 			g.traits().restart.on = true // keeps lastHit from now on
 		}
+		if a.status < 400 && !q.log && q.stillCounted(s, sent) > 0 {
+			q.log = true // a sliding log, once the send log holds a window of ours (counted)
+		}
 		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, timed, g.ver+1, sent, now)
-		if s.Limit > 0 && (g.rl != nil && g.rl.sends != nil || s.Remaining == 0 && s.Limit < sendLogSize && !a.refill && wholeSeconds(s.Reset, now)) {
+		q.reachTo(s, now)
+		if s.Limit > 0 && (g.rl != nil && g.rl.sends != nil || q.log && !q.refill || s.Remaining == 0 && s.Limit < sendLogSize && !a.refill && wholeSeconds(s.Reset, now)) {
 			g.counted(i, q, tk, a, s, now)
 		}
 		if q.restarts {
@@ -725,6 +729,18 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 		return
 	}
 	l := rl.sends
+	if q.log && !q.refill && !q.restarts && l.next >= uint32(q.limit) {
+		// Found to count like a log (stillCounted), and the send log
+		// has a window's worth of our requests to time it by.
+		if w := q.stillWindow(s); w > 0 {
+			q.slides(w, true)
+			// Its resets reach a window ahead (whole again a window
+			// after its newest entry): the steps between them, which
+			// fall where its entries do, never shorten it.
+			q.reach = w
+			q.narrow(w)
+		}
+	}
 	if l.quota != i {
 		return
 	}

@@ -79,7 +79,10 @@ type shape struct {
 	window time.Duration
 	reach  time.Duration // sliding: the furthest ahead a reset of its was, when it said it (the window is at least that); else bucket's time a unit
 	// slack: requests per window under its limit a sliding window is
-	// paced (pace), searched down from slidingMargin (slide).
+	// paced (pace), searched down from slidingMargin (slide). Until q
+	// is found to slide (slides sets it), it holds instead the furthest
+	// ahead of its answer, in seconds, a reset of q was, told finer than
+	// the second (reachTo, stillCounted): the two never matter at once.
 	slack      float32
 	slid       int16  // successes at this slack, up to slackRun
 	bucketUsed uint16 // the units spent the answer bucket samples said, up to 65535; 0: no sample
@@ -87,8 +90,14 @@ type shape struct {
 	// refill: the quota refills continuously (OpenAI's and Anthropic's
 	// buckets, a sliding window), so limit−rmin come back evenly from at to
 	// full, rather than all at reset.
-	refill  bool
-	log     bool // its resets are no fixed window's ends, or its count fell at the same reset (fell): it counts exactly, as a sliding log does (slide)
+	refill bool
+	// log: its resets are no fixed window's ends, or its count fell at
+	// the same reset (fell): it counts exactly, as a sliding log does
+	// (slide). Set while refill is not: the first request after its end,
+	// told to the millisecond, found most of it still counted
+	// (stillCounted): a sliding log once the send log begun then holds a
+	// window's worth of our sends (gate.counted).
+	log     bool
 	settled bool // a refusal ended the search for its slack (slide)
 	counted bool // its window is the one the requests its answers counted bound (gate.counted), not reach's
 	// stretch: whether it is a window every request restarts (restarts).
@@ -1205,4 +1214,60 @@ func (p *span) end(whole bool) time.Time {
 		return time.Time{}
 	}
 	return p.openAt.Add(w - p.ahead())
+}
+
+// stillCounted reports the window of q when an answer s to a request
+// sent at sent, once the end q's server told to the
+// millisecond had passed with nothing left, says most of the limit is
+// still counted, at another end than the one it said: a fixed window
+// starts empty at its end, a sliding log frees only the requests that
+// reached it a window before (this project's sliding log says, at zero,
+// when its oldest entry leaves). A sliding counter's count lingers too,
+// but it said it would be whole again further ahead than a log would
+// be (two windows after its last count; a log, one after its newest
+// entry). The window is the one the
+// server says, else span's guess; 0 if neither, or if s shows no such
+// thing.
+func (q *quota) stillCounted(s *headers.Quota, sent time.Time) time.Duration {
+	if !q.fine || q.heard < 2 || q.guessed || q.restarts || q.refill || q.rmin > 0 || s.Limit <= 1 || s.Limit >= sendLogSize ||
+		s.Remaining < 0 || 2*s.Remaining >= s.Limit || sent.Before(q.reset) || s.Reset.Sub(q.said.time()).Abs() <= sameEnd {
+		return 0
+	}
+	w := q.stillWindow(s)
+	if q.reached() > w+w/4 {
+		return 0 // whole again further ahead than a log would be: a sliding counter
+	}
+	return w
+}
+
+// reachTo notes how far ahead of now, an answer's time, s's reset lies,
+// while q, told finer than the second, is not found to slide: a log is
+// whole again a window after its newest entry, a sliding counter up to
+// two (stillCounted).
+func (q *quota) reachTo(s *headers.Quota, now time.Time) {
+	if !q.fine || q.sliding() || s.Reset.IsZero() {
+		return
+	}
+	if d := float32(s.Reset.Sub(now).Seconds()); d > q.slack {
+		q.slack = d
+	}
+}
+
+// reached is the furthest ahead a reset of q was (reachTo), or 0 once q
+// is found to slide.
+func (q *quota) reached() time.Duration {
+	if q.sliding() {
+		return 0
+	}
+	return time.Duration(float64(q.slack) * float64(time.Second))
+}
+
+// stillWindow is the window of q, found to count like a log
+// (stillCounted): the one the server says, else span's guess; 0 if
+// neither.
+func (q *quota) stillWindow(s *headers.Quota) time.Duration {
+	if s.Window > 0 {
+		return s.Window
+	}
+	return q.span.guess(false)
 }
