@@ -133,6 +133,13 @@ func modelBehaviours() []modelBehaviour {
 		b.total, b.refusals = 100, 5 // issue 18: 10 goroutines × 10 requests, ≤ 5 refusals
 		return b
 	}
+	// (Row l, not f: TestServerModelConverges draws its samples from rows
+	// a–i, and new rows there would redraw them all.)
+	policy := func(name string, spec func(q simQuota) limiters.Spec, ideal func(simQuota, int, time.Duration) time.Duration) modelBehaviour {
+		b := std("l/own policy "+name, policyServer(spec), ideal)
+		b.total, b.refusals = 100, 5
+		return b
+	}
 	gh := func(name string, points int, window time.Duration, status, retryAfter int, method string) modelBehaviour {
 		cost := githubPoints(method)
 		return modelBehaviour{
@@ -244,6 +251,42 @@ func modelBehaviours() []modelBehaviour {
 		std("k/traefik rateLimit, burst n/2", func(q simQuota) (http.Handler, func()) {
 			return newTraefikBucket(q, simBurst(q)), nil
 		}, idealBucket),
+		// This project's server as its policies (and the standalone
+		// service) configure it: each limit a spec, advertised as its
+		// own IETF policy (server/advertise.go), a bucket's quota as
+		// its rate (10 a second, burst 5: q=10;w=1, r at most 5).
+		policy("token_bucket", func(q simQuota) limiters.Spec {
+			return limiters.Spec{Algorithm: limiters.AlgTokenBucket, Rate: simRate(q), Limit: simBurst(q)}
+		}, idealBucket),
+		policy("gcra", func(q simQuota) limiters.Spec {
+			return limiters.Spec{Algorithm: limiters.AlgGCRA, Rate: simRate(q), Limit: simBurst(q)}
+		}, idealBucket),
+		policy("leaky_bucket", func(q simQuota) limiters.Spec {
+			return limiters.Spec{Algorithm: limiters.AlgLeakyBucket, Rate: simRate(q), Limit: simBurst(q)}
+		}, idealPaced),
+		policy("fixed_window", func(q simQuota) limiters.Spec {
+			return limiters.Spec{Algorithm: limiters.AlgFixedWindow, Limit: q.n, Window: q.window}
+		}, idealEpochWindowed),
+		policy("sliding_window", func(q simQuota) limiters.Spec {
+			return limiters.Spec{Algorithm: limiters.AlgSlidingWindow, Limit: q.n, Window: q.window}
+		}, idealSlidingCounter),
+		policy("sliding_log", func(q simQuota) limiters.Spec {
+			return limiters.Spec{Algorithm: limiters.AlgSlidingLog, Limit: q.n, Window: q.window}
+		}, idealWindowed),
+	}
+}
+
+// policyServer serves this project's server.New with a policy of one
+// plan whose default rule is the limit spec makes.
+func policyServer(spec func(q simQuota) limiters.Spec) func(q simQuota) (http.Handler, func()) {
+	return func(q simQuota) (http.Handler, func()) {
+		p, err := server.NewPolicy(server.PolicyConfig{Plans: map[string]server.Plan{"only": {
+			Default: &server.Rule{Limits: []limiters.Spec{spec(q)}},
+		}}})
+		if err != nil {
+			panic(err) // the specs above are valid
+		}
+		return server.New(nil, server.WithPolicy(p)).Middleware(okHandler), func() { p.Close() }
 	}
 }
 

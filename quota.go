@@ -1225,7 +1225,10 @@ func (p *span) end(whole bool) time.Time {
 // when its oldest entry leaves). A sliding counter's count lingers too,
 // but it said it would be whole again further ahead than a log would
 // be (two windows after its last count; a log, one after its newest
-// entry). The window is the one the
+// entry); and a bucket whose quota is stated as its rate, twice its
+// burst (this project's server's policies: q=10;w=1 for 10 a second,
+// burst 5), never has more than half of it, but never said it would be
+// whole a window on. The window is the one the
 // server says, else span's guess; 0 if neither, or if s shows no such
 // thing.
 func (q *quota) stillCounted(s *headers.Quota, sent time.Time) time.Duration {
@@ -1234,8 +1237,11 @@ func (q *quota) stillCounted(s *headers.Quota, sent time.Time) time.Duration {
 		return 0
 	}
 	w := q.stillWindow(s)
-	if q.reached() > w+w/4 {
-		return 0 // whole again further ahead than a log would be: a sliding counter
+	if r := q.reached(); r > w+w/4 || r < w-w/4 {
+		// Whole again further ahead than a log would be (a sliding
+		// counter), or never said to be a window away (a bucket that
+		// says when one more is free, under a quota stated as its rate).
+		return 0
 	}
 	return w
 }

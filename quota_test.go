@@ -978,8 +978,10 @@ func TestQuotaAskAgain(t *testing.T) {
 // answer at zero says when its oldest entry leaves). The same end: a
 // fixed window the request reached too early. Said, before, to be whole
 // again further ahead than a window and a quarter: a sliding counter
-// (whole two windows after its last count). Most of it free: a fixed
-// window that started over.
+// (whole two windows after its last count). Never said to be whole a
+// window on: a bucket whose quota is stated as its rate (this project's
+// policies: 10 a second, burst 5, q=10;w=1), which never has more than
+// half of it. Most of it free: a fixed window that started over.
 func TestStillCountedFindsALog(t *testing.T) {
 	end := t0.Add(time.Second)
 	spent := func() *quota {
@@ -996,7 +998,9 @@ func TestStillCountedFindsALog(t *testing.T) {
 
 	told := *next
 	told.Window = 2 * time.Second
-	assert.Equal(t, 2*time.Second, spent().stillCounted(&told, after), "the window the server says")
+	long := spent()
+	long.reachTo(&headers.Quota{Limit: 10, Remaining: 9, Reset: t0.Add(2050 * time.Millisecond)}, t0.Add(50*time.Millisecond))
+	assert.Equal(t, 2*time.Second, long.stillCounted(&told, after), "the window the server says")
 
 	same := *next
 	same.Reset = end
@@ -1010,6 +1014,11 @@ func TestStillCountedFindsALog(t *testing.T) {
 	counter := spent()
 	counter.reachTo(&headers.Quota{Limit: 10, Remaining: 3, Reset: t0.Add(1900 * time.Millisecond)}, t0.Add(60*time.Millisecond))
 	assert.Zero(t, counter.stillCounted(next, after), "said to be whole 1.84 s ahead: a sliding counter of 1 s")
+
+	bucket := spent()
+	bucket.slack = 0
+	bucket.reachTo(&headers.Quota{Limit: 10, Remaining: 4, Reset: t0.Add(150 * time.Millisecond)}, t0.Add(50*time.Millisecond))
+	assert.Zero(t, bucket.stillCounted(next, after), "never said to be whole a window on: a bucket stated as its rate")
 
 	whole := spent()
 	whole.fine = false
