@@ -470,6 +470,7 @@ func twins(qs []headers.Quota, now time.Time) {
 	if len(qs) < 2 {
 		return // (GitHub's answers: one quota)
 	}
+
 	// Which resets are written finer than the second, read once: most
 	// answers have none (GitHub's, Anthropic's), and then no quota has
 	// a twin to narrow it. (An answer of more quotas than the array
@@ -598,6 +599,9 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		if s.Remaining*2 <= s.Limit && g.restartable(q, tk, a, s, sent, now) {
 			q.restart()
 			g.traits().restart.on = true // keeps lastHit from now on
+		}
+		if !a.refill && q.rated(s, statedWindow(a.info.Quotas, s), sent, now) {
+			q.rates(s, statedWindow(a.info.Quotas, s))
 		}
 		if a.status < 400 && !q.log && q.stillCounted(s, sent) > 0 {
 			q.log = true // a sliding log, once the send log holds a window of ours (counted)
@@ -842,4 +846,21 @@ func (g *gate) within(t, now time.Time) time.Time {
 		return t
 	}
 	return minTime(t, now.Add(g.maxPause))
+}
+
+// statedWindow is the window s states, or, where it states none, the
+// window of its twin in the same answer (qs): a quota of the same limit
+// and remaining that states one (this project's server writes each limit
+// as an IETF policy, which states its window, and as X-RateLimit-*, which
+// does not); 0 if neither.
+func statedWindow(qs []headers.Quota, s *headers.Quota) time.Duration {
+	if s.Window > 0 {
+		return s.Window
+	}
+	for i := range qs {
+		if t := &qs[i]; t.Window > 0 && t.Limit == s.Limit && t.Remaining == s.Remaining {
+			return t.Window
+		}
+	}
+	return 0
 }

@@ -1065,3 +1065,58 @@ func TestLargeLogsAreTimed(t *testing.T) {
 		{"i/koa-ratelimit redis", 5, 1.30},
 	})
 }
+
+// TestRatedFindsABucketStatedAsItsRate: this project's server, under a
+// policy, states a token bucket of 10 a second, burst 5, as q=10;w=1,
+// and says when one more is free (a tenth of a second). Every answer's
+// reset a unit ahead at most, the last one's passed, and the answer a
+// round trip longer than a unit: a bucket of that rate. Not so a fixed
+// window whose first answers came in its last tenth (the same end), a
+// log or counter whose resets once lay a window ahead, nor one answered
+// within a unit (read as a window, probed at each end, it loses less).
+func TestRatedFindsABucketStatedAsItsRate(t *testing.T) {
+	unit := 100 * time.Millisecond
+	answer := func(q *quota, r int64, reset, now time.Time) *headers.Quota {
+		s := &headers.Quota{Limit: 10, Remaining: r, Reset: reset, Window: time.Second}
+		q.apply(s, false, true, reset, false, true, 1, now.Add(-2*unit), now)
+		q.reachTo(s, now)
+		return s
+	}
+	bucket := func() *quota {
+		q := &quota{}
+		for i, now := 0, t0; i < 3; i, now = i+1, now.Add(unit/2) {
+			answer(q, 3, now.Add(unit-time.Millisecond), now)
+		}
+		return q
+	}
+	now := t0.Add(2 * unit)
+	next := &headers.Quota{Limit: 10, Remaining: 2, Reset: now.Add(unit - 3*time.Millisecond), Window: time.Second}
+	assert.True(t, bucket().rated(next, time.Second, now.Add(-2*unit), now), "a unit ahead each time, a round trip of two")
+	assert.False(t, bucket().rated(next, time.Second, now.Add(-unit/2), now), "answered within a unit")
+	assert.False(t, bucket().rated(next, 0, now.Add(-2*unit), now), "no window stated")
+
+	window := &quota{} // its first answers in its last tenth: one end
+	end := t0.Add(80 * time.Millisecond)
+	for i, at := 0, t0; i < 3; i, at = i+1, at.Add(10*time.Millisecond) {
+		answer(window, int64(6-i), end, at)
+	}
+	assert.False(t, window.rated(&headers.Quota{Limit: 10, Remaining: 2, Reset: end, Window: time.Second}, time.Second, t0, t0.Add(70*time.Millisecond)),
+		"the same end, not passed: a fixed window")
+
+	log := bucket()
+	log.reachTo(&headers.Quota{Limit: 10, Remaining: 9, Reset: t0.Add(time.Second)}, t0)
+	assert.False(t, log.rated(next, time.Second, now.Add(-2*unit), now), "once said to be whole a window on: a log or counter")
+}
+
+// TestRatedBucketIsPaced: this project's server under a policy, 200 ms
+// ± 100 ms away each way, 10 goroutines: its token bucket (q=10;w=1,
+// burst 5) 1.595x and its leaky bucket 1.518x, read as windows of a
+// second whose ends are a tenth away and probed alone; paced as buckets
+// of the rate they state, 1.280x and 1.080x, no more refusals than the
+// first wave's.
+func TestRatedBucketIsPaced(t *testing.T) {
+	holdEach(t, modelRun{rate: 10, workers: 10, total: 100, latency: 200 * time.Millisecond, jitter: 100 * time.Millisecond}, []behaviourBound{
+		{"l/own policy token_bucket", 5, 1.40},
+		{"l/own policy leaky_bucket", 4, 1.20},
+	})
+}
