@@ -606,7 +606,11 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		if a.status < 400 && !q.log && q.stillCounted(s, sent) > 0 {
 			q.log = true // a sliding log, once the send log holds a window of ours (counted)
 		}
-		q.apply(s, a.refill, !q.known || tk.ver >= q.ver, reset, guessed, timed, g.ver+1, sent, now)
+		fresh, before := !q.known || tk.ver >= q.ver, q.at
+		q.apply(s, a.refill, fresh, reset, guessed, timed, g.ver+1, sent, now)
+		if !fresh && q.at.Equal(before) && a.status < 400 {
+			q.spent(tk.charge[i], sent)
+		}
 		q.reachTo(s, now)
 		if s.Limit > 0 && (g.rl != nil && g.rl.sends != nil || q.log && !q.refill || s.Remaining == 0 && s.Limit < sendLogSize && !a.refill && wholeSeconds(s.Reset, now)) {
 			g.counted(i, q, tk, a, s, now)

@@ -601,17 +601,30 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 		// A bucket's level only grows between two of our requests, so the
 		// freshest word is the truth; an older one counts only if it says
 		// less than we project.
-		if !q.known || fresh || s.Remaining < q.rmin+q.refilled(now) {
-			q.rmin, q.at, q.ver, q.known, q.refill, q.guessed = s.Remaining, now, ver, true, true, false
+		at := now
+		if !refill && q.reach > 0 && timed && sent.Before(now) {
+			// A bucket found by its answers: its level as of the
+			// server's decision, the way back taken as half the
+			// shortest round trip seen (a shaper holds its answers: half
+			// of theirs put a request too many into its queue each
+			// time), at most half this one's and backMax; the requests
+			// let through since the one it answers was sent are counted
+			// when theirs come back (spent).
+			q.span.trip(sent, now)
+			at = now.Add(-min(q.span.shortest(), now.Sub(sent), 2*backMax) / 2)
+		}
+		if !q.known || fresh || s.Remaining < q.rmin+q.refilled(at) {
+			q.rmin, q.at, q.ver, q.known, q.refill, q.guessed = s.Remaining, at, ver, true, true, false
 			q.reset, q.full = reset, reset
 			if !refill && q.reach > 0 {
 				// A bucket found by its answers (bucket): full once
 				// what is spent has come back, a unit each reach (its
 				// reset may say when one more is free, not all).
-				q.full = now.Add(time.Duration(q.limit-s.Remaining) * q.reach)
+				q.full = at.Add(time.Duration(q.limit-s.Remaining) * q.reach)
+				q.span.openAt = sent // the anchor's request (spent)
 			}
 			if q.full.IsZero() || s.Remaining >= q.limit {
-				q.full = now
+				q.full = at
 			}
 		}
 		return
@@ -943,6 +956,18 @@ type span struct {
 	down, loose bool
 }
 
+// trip times the round trip of a request sent at sent (zero if
+// unknown), answered at now: least keeps the shortest.
+func (p *span) trip(sent, now time.Time) {
+	if sent.IsZero() {
+		return
+	}
+	if r := int32(min(now.Sub(sent)/time.Microsecond, 1<<31-1)); r > 0 && (p.least == 0 || r < p.least) {
+		p.least = r
+	}
+	p.timed = min(p.timed, 254) + 1
+}
+
 // spanTimed is how many answers must have been timed before least is
 // believed: the first are few (their least lies further above the two
 // shortest ways), and a connection's first request carries its setup
@@ -1027,11 +1052,8 @@ const spanDoubtWhole = 6 * time.Second
 // say in whole seconds): next says it found a new window, first that it
 // was the first request counted in it.
 func (p *span) learn(next, first, whole, spent, timed bool, sent, reset, now time.Time) {
-	if timed && !sent.IsZero() {
-		if r := int32(min(now.Sub(sent)/time.Microsecond, 1<<31-1)); r > 0 && (p.least == 0 || r < p.least) {
-			p.least = r
-		}
-		p.timed = min(p.timed, 254) + 1
+	if timed {
+		p.trip(sent, now)
 	}
 	switch {
 	case next:
@@ -1322,3 +1344,24 @@ func (q *quota) rated(s *headers.Quota, window time.Duration, sent, now time.Tim
 func (q *quota) rates(s *headers.Quota, window time.Duration) {
 	q.refill, q.reach, q.bucketUsed = true, window/time.Duration(s.Limit), uint16(min(s.Remaining+1, math.MaxUint16))
 }
+
+// spent counts n units that a request sent at sent took of q, a bucket
+// found by its answers, when its answer was not learned from (an older
+// word than the level q holds): sent after the request whose answer q's
+// level is (span.openAt, for such a bucket), it reached the server after
+// that level was read, and the units it took are in no answer learned,
+// and no longer claimed. (Read as of each answer's arrival, the refill
+// of the way back made up for them; read as of the server's decision,
+// they put a request too many into the bucket now and then.)
+func (q *quota) spent(n int64, sent time.Time) {
+	if !q.refill || q.reach <= 0 || n <= 0 || !sent.After(q.span.openAt) {
+		return
+	}
+	q.rmin -= n
+	q.full = q.at.Add(time.Duration(q.limit-q.rmin) * q.reach)
+}
+
+// backMax bounds the way back a bucket's level is read across: a long
+// round trip is mostly the call itself, and a server may read its bucket
+// as it answers.
+const backMax = 250 * time.Millisecond
