@@ -470,7 +470,6 @@ func twins(qs []headers.Quota, now time.Time) {
 	if len(qs) < 2 {
 		return // (GitHub's answers: one quota)
 	}
-
 	// Which resets are written finer than the second, read once: most
 	// answers have none (GitHub's, Anthropic's), and then no quota has
 	// a twin to narrow it. (An answer of more quotas than the array

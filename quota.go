@@ -85,7 +85,7 @@ type shape struct {
 	// the second (reachTo, stillCounted): the two never matter at once.
 	slack      float32
 	slid       int16  // successes at this slack, up to slackRun
-	bucketUsed uint16 // the units spent the answer bucket samples said, up to 65535; 0: no sample
+	bucketUsed uint16 // the units spent the answer bucket samples said, up to 65535; 0: no sample. A rated bucket's (rates): what it holds, full
 
 	// refill: the quota refills continuously (OpenAI's and Anthropic's
 	// buckets, a sliding window), so limit−rmin come back evenly from at to
@@ -938,7 +938,7 @@ func (q *quota) fell(s *headers.Quota, sent time.Time) (w time.Duration, log boo
 // as bounding nothing (windows that do not start at a request but on
 // the clock).
 type span struct {
-	openAt time.Time     // when the current window's first request was answered; zero if unknown
+	openAt time.Time     // when the current window's first request was answered; zero if unknown. A bucket found by its answers: when the request its level was read from was sent (spent)
 	rtt    time.Duration // how long before openAt it was sent
 	lo, hi time.Duration // the length is more than lo and at most hi (hi 0: unknown)
 	// least is the shortest round trip seen, in microseconds, of timed
@@ -1249,20 +1249,19 @@ func (p *span) end(whole bool) time.Time {
 }
 
 // stillCounted reports the window of q when an answer s to a request
-// sent at sent, once the end q's server told to the
-// millisecond had passed with nothing left, says most of the limit is
-// still counted, at another end than the one it said: a fixed window
-// starts empty at its end, a sliding log frees only the requests that
-// reached it a window before (this project's sliding log says, at zero,
-// when its oldest entry leaves). A sliding counter's count lingers too,
-// but it said it would be whole again further ahead than a log would
-// be (two windows after its last count; a log, one after its newest
-// entry); and a bucket whose quota is stated as its rate, twice its
-// burst (this project's server's policies: q=10;w=1 for 10 a second,
-// burst 5), never has more than half of it, but never said it would be
-// whole a window on. The window is the one the
-// server says, else span's guess; 0 if neither, or if s shows no such
-// thing.
+// sent at sent, once the end q's server told to the millisecond had
+// passed with nothing left, says most of the limit is still counted, at
+// another end than the one it said: a fixed window starts empty at its
+// end, a sliding log frees only the requests that reached it a window
+// before (this project's sliding log says, at zero, when its oldest
+// entry leaves). A sliding counter's count lingers too, but it said it
+// would be whole again further ahead than a log would be (two windows
+// after its last count; a log, one after its newest entry); and a bucket
+// whose quota is stated as its rate, twice its burst (this project's
+// server's policies: q=10;w=1 for 10 a second, burst 5), never has more
+// than half of it, but never said it would be whole a window on. The
+// window is the one the server says, else span's guess; 0 if neither, or
+// if s shows no such thing.
 func (q *quota) stillCounted(s *headers.Quota, sent time.Time) time.Duration {
 	if !q.fine || q.heard < 2 || q.guessed || q.restarts || q.refill || q.rmin > 0 || s.Limit <= 1 || s.Limit >= sendLogSize ||
 		s.Remaining < 0 || 2*s.Remaining >= s.Limit || sent.Before(q.reset) || s.Reset.Sub(q.said.time()).Abs() <= sameEnd {
@@ -1310,22 +1309,21 @@ func (q *quota) stillWindow(s *headers.Quota) time.Duration {
 	return q.span.guess(false)
 }
 
-// rated reports whether an answer s, read at now, whose quota states
-// window (its own, or its twin's in the same answer: statedWindow),
-// shows q to be a bucket that refills at the rate its quota states —
-// limit per window, a unit
-// each window/limit — rather than a window of that length: no answer of
-// q said its reset lay more than a unit and a half ahead (reached), the
-// last one's has passed, and this one says another, a unit ahead at
-// most, with less than the limit remaining (a fixed window whose first
-// answers came in its last unit all say the same end); and it took
-// longer than a unit to come back. (Nearer, read as a window whose end
-// is a unit away and probed at each end, it loses less than the bucket
-// model does: that counts what refills from each answer's arrival, not
-// from the server's decision — 1.00x against 1.01-1.03x at 20 ms.) A window's end lies up to a window ahead, a log's or a
-// sliding counter's "whole again" a window or two. This project's
-// server, under a policy, states a token bucket of 10 a second, burst
-// 5, as q=10;w=1 and says when one more is free: read as a window of a
+// rated reports whether an answer s to a request sent at sent, read at
+// now, whose quota states window (its own, or its twin's in the same
+// answer: statedWindow), shows q to be a bucket that refills at the rate
+// its quota states — limit per window, a unit each window/limit —
+// rather than a window of that length: no answer of q said its reset lay
+// more than a unit and a half ahead (reached; a window's end lies up to
+// a window ahead, a log's or a sliding counter's "whole again" a window
+// or two), the last one's has passed, and this one says another, a unit
+// ahead at most, with less than the limit remaining (a fixed window
+// whose first answers came in its last unit all say the same end); and
+// it took longer than a unit to come back. (Nearer, read as a window
+// whose end is a unit away and probed at each end, it lost less than the
+// bucket model did: 1.00x against 1.01-1.03x at 20 ms.) This project's
+// server, under a policy, states a token bucket of 10 a second, burst 5,
+// as q=10;w=1 and says when one more is free: read as a window of a
 // second whose end is a tenth away, each end was probed alone, 1.60x at
 // 200 ms each way.
 func (q *quota) rated(s *headers.Quota, window time.Duration, sent, now time.Time) bool {
