@@ -599,8 +599,10 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 			q.restart()
 			g.traits().restart.on = true // keeps lastHit from now on
 		}
-		if !a.refill && q.rated(s, statedWindow(a.info.Quotas, s), sent, now) {
-			q.rates(s, statedWindow(a.info.Quotas, s))
+		if !a.refill && q.fine && !q.refill {
+			if w := statedWindow(a.info.Quotas, s); q.rated(s, w, sent, now) {
+				q.rates(s, w)
+			}
 		}
 		if a.status < 400 && !q.log && q.stillCounted(s, sent) > 0 {
 			q.log = true // a sliding log, once the send log holds a window of ours (counted)
