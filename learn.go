@@ -738,9 +738,13 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 		return
 	}
 	l := rl.sends
-	if q.log && !q.refill && !q.restarts && l.next >= uint32(q.limit) {
+	if q.log && !q.refill && !q.restarts && !l.freeAt(q.limit, 0).IsZero() {
 		// Found to count like a log (stillCounted), and the send log
-		// has a window's worth of our requests to time it by.
+		// has a window's worth of our requests to time it by: as many
+		// as its limit not refused (counted from the log's first send
+		// alone, refusals among them left logFree nothing to hold by,
+		// and a window's worth went at once: 21 refusals in one real
+		// run of this project's server's log at 20 a second, loaded).
 		if w := q.stillWindow(s); w > 0 {
 			q.slides(w, true)
 			// Its resets reach a window ahead (whole again a window
