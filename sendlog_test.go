@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"github.com/throttlekit/throttle/headers"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -167,4 +168,35 @@ func TestQuietGateLogsItsSendTime(t *testing.T) {
 		require.NotZero(t, tk.seq)
 		assert.Equal(t, int64(300*time.Millisecond), g.rl.sends.at[tk.seq%sendLogSize])
 	})
+}
+
+// TestLogTimedOnlyWithItsLimitOfSends: a quota found to count like a log
+// (stillCounted) is timed by the send log once the log holds as many of
+// our sends as its limit that were not refused — not merely as many
+// sends: with refused ones among them, logFree has nothing to hold by,
+// and a window's worth would go at once.
+func TestLogTimedOnlyWithItsLimitOfSends(t *testing.T) {
+	now := t0
+	g := &gate{key: "api.test", maxPause: time.Minute}
+	g.quotas = []quota{{name: "default", limit: 5}}
+	q := &g.quotas[0]
+	q.known, q.fine, q.log, q.heard = true, true, true, 3
+	q.span = span{openAt: now, lo: 950 * time.Millisecond, hi: 1040 * time.Millisecond}
+	l := &sendLog{base: now}
+	g.rl = &traits{sends: l}
+	for i := range 5 {
+		seq := l.add(now.Add(time.Duration(i) * time.Millisecond))
+		if i < 2 {
+			l.refused(seq)
+		}
+	}
+	s := &headers.Quota{Name: "default", Limit: 5, Remaining: 1, Reset: now.Add(time.Second)}
+	g.counted(0, q, &ticket{}, &answer{status: 200}, s, now)
+	assert.False(t, q.sliding(), "five sends, two refused: three in the log")
+	for range 2 {
+		l.add(now.Add(10 * time.Millisecond))
+	}
+	g.counted(0, q, &ticket{}, &answer{status: 200}, s, now)
+	assert.True(t, q.sliding() && q.log && q.counted, "five not refused: timed as a log of its window")
+	assert.Equal(t, time.Second, q.window)
 }
