@@ -830,6 +830,37 @@ func TestAIMDHalvedSearchesBack(t *testing.T) {
 	assert.Equal(t, time.Duration(2/(1/float64(2*refused)+1/float64(refused))), a.step, "halfway back up in one run")
 }
 
+// TestAIMDNearMissSearchesBackFromNearBy: a pace no run proved, refused
+// only after a run of its own successes long enough to measure (the pace
+// came near the server's rate), steps back by aimdSearch, not half the
+// rate; a refusal after fewer successes, or a shorter run, still halves.
+func TestAIMDNearMissSearchesBackFromNearBy(t *testing.T) {
+	late := t0.Add(time.Hour)
+	start := func() *aimd {
+		var a aimd
+		a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, true) // a burst: 10 a second
+		a.refused(t0.Add(3*time.Second), t0.Add(2*time.Second), 2, 1, true)
+		require.Zero(t, a.safe, "the pace after the cut is not proven yet")
+		return &a
+	}
+	a := start()
+	refused := a.step
+	for range aimdSamples * 3 { // a run of a second and more at this pace
+		a.succeeded(late, late)
+	}
+	require.GreaterOrEqual(t, time.Duration(a.good)*a.step, aimdSpan)
+	a.refused(late, late.Add(-time.Second), aimdSamples*3, 1, true)
+	assert.Equal(t, time.Duration(float64(refused)*aimdSearch), a.step, "near the rate: a step back, not half")
+	assert.Equal(t, refused, a.tight, "and a search back up to the pace refused")
+
+	a = start()
+	for range aimdSamples - 1 {
+		a.succeeded(late, late)
+	}
+	a.refused(late, late.Add(-time.Second), aimdSamples-1, 1, true)
+	assert.Equal(t, 2*refused, a.step, "too few successes to say: half the rate")
+}
+
 // TestAIMDRunOutlastsTheBurst: in slow start a run proves a doubled pace
 // only past the burst the server showed (counted until the first
 // refusal's pause ends), or as many as the pace sends in
