@@ -221,9 +221,14 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 }
 
 // Check sends one check, batched with others in flight, and returns the
-// service's answer. It returns ctx's error if ctx is done first (the check
-// may still have been counted).
+// service's answer. It returns ctx's error if ctx is done first: before
+// the call, nothing is sent (a select among ready cases picks at random,
+// so a done ctx could have gone to the batch and been counted); once it
+// is sent, the check may still have been counted.
 func (c *Client) Check(ctx context.Context, chk Check) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
 	cl := &call{check: chk, done: make(chan struct{})}
 	select {
 	case c.calls <- cl:

@@ -236,13 +236,21 @@ func TestAsMiddlewareBackend(t *testing.T) {
 	assert.Equal(t, map[int]int{200: 10, 429: 2}, codes)
 }
 
+// TestCheckHonoursContext: a check with a done context fails with its
+// error and sends nothing. (The call's select once had the batch and the
+// done context to pick from at random: one make test run in many got a
+// decision, and a permit spent, for a cancelled call.)
 func TestCheckHonoursContext(t *testing.T) {
-	url, _ := serve(t)
+	url, cnt := serve(t)
 	c := newClient(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := c.TryAcquire(ctx, "a", 1)
-	assert.True(t, errors.Is(err, context.Canceled))
+	for range 200 {
+		_, err := c.TryAcquire(ctx, "a", 1)
+		require.True(t, errors.Is(err, context.Canceled), "got %v", err)
+	}
+	require.NoError(t, c.Close()) // its senders done: what they sent has been counted
+	assert.Zero(t, cnt.get("/v1/check")+cnt.get("/v1/check/batch"), "nothing sent")
 }
 
 func TestAsTransportBackend(t *testing.T) {
