@@ -283,6 +283,47 @@ func (a *aimd) recount(ok int) {
 	}
 }
 
+// reopened paces a server whose window, once it reopened, let few
+// through before refusing again: not a window that lets its quota
+// through at each opening (a fixed window, a log a burst emptied at
+// once), but a rate that the burst and its refusals put in debt (a
+// sliding counter that counts refusals: HAProxy's http_req_rate). The
+// burst let quota through, and the window reopened no sooner than lo and
+// no later than hi after it opened (turn): its rate is quota a hi at
+// least and quota a lo at most, not quota a second (aimdSpan), as the
+// burst's guess had it. The pace starts halfway between the two (hi is
+// long by the debt) and searches up towards lo's. A window shorter than
+// aimdHold is the guess's to pace (the first burst's hold was made for
+// it), and a pace already slower is left as it is. Only bare refusals
+// are read so: a server that asks for a wait in whole seconds is probed
+// every wait, and each refused probe adds to a debt that makes hi twice
+// the window (HAProxy's 20 per 10 s with "Retry-After: 1": hi 16 s, a
+// pace of one a second, 1.75x).
+//
+// HAProxy's documented example (20 per 10 s, refusals counted, a bare
+// 429), 10 goroutines 1 ms away: the burst's guess of 20 a second was
+// refused after each reopening and halved five times, 36 refusals and
+// 1.22x; now 14-16 and 1.10x.
+func (a *aimd) reopened(now time.Time, quota int, lo, hi time.Duration) {
+	if a.step == 0 || a.slow || quota < aimdSamples || hi < aimdHold {
+		return
+	}
+	step := hi / time.Duration(quota)
+	if step <= a.step {
+		return
+	}
+	a.ceil = 0
+	a.step, a.base, a.safe, a.tight = step, step, 0, 0
+	if t := lo / time.Duration(quota); t > step/2 && t < step {
+		// Halfway between (in rate): hi is long by the debt the
+		// burst's refusals, and the probes that found it, put the
+		// server in.
+		a.tight = t
+		a.step = time.Duration(2 / (1/float64(step) + 1/float64(t)))
+	}
+	a.good, a.since = 0, now
+}
+
 // measured starts the pace at what a server that said when to come back
 // accepted since the last pause, and searches on from there as from any
 // interval a run got through at: it creeps up (a server that said when to

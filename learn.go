@@ -181,7 +181,14 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			return time.Time{}
 		}
 		first := g.paceStep() == 0
+		// A window that reopened and let few through is a rate in debt
+		// (aimd.reopened), read before this refusal is recorded.
+		debt := g.rl != nil && g.rl.turn.fewAfterOpening(g.sentAt(tk, now))
 		hold := g.traits().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), g.afterAnswers(tk))
+		if debt {
+			t := &g.rl.turn
+			g.rl.pace.reopened(now, t.quota, t.lo, t.hi)
+		}
 		burst := hold == aimdHold
 		if first {
 			g.rl.burst.at, g.rl.burst.debt = now, 1

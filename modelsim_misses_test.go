@@ -140,4 +140,9 @@ var modelMisses = map[string]modelMiss{
 	"l/own policy token_bucket/transport/10 per 1s/50 goroutines/phase 0s/latency 20ms±10ms":                                     {refused: 45, ratio: 1.004},
 	"l/own policy token_bucket/transport/5 per 1s/10 goroutines/phase 0s/latency 20ms±10ms":                                      {refused: 8, ratio: 1.002},
 	"l/own policy token_bucket/transport/5 per 2s/10 goroutines/phase 0s/latency 20ms±10ms":                                      {refused: 8, ratio: 1.001},
+	"m/haproxy stick table, bare 429/transport/10 per 1s/50 goroutines/phase 0s/latency 20ms±10ms":                               {refused: 53, ratio: 1.114},
+	"m/haproxy stick table, bare 429/transport/10 per 5s/10 goroutines/phase 0s/latency 20ms±10ms":                               {refused: 15, ratio: 1.077},
+	"m/haproxy stick table, bare 429/transport/5 per 1s/10 goroutines/phase 0s/latency 20ms±10ms":                                {refused: 19, ratio: 1.121},
+	"m/haproxy stick table, bare 429/transport/5 per 2s/10 goroutines/phase 0s/latency 20ms±10ms":                                {refused: 22, ratio: 1.105},
+	"m/haproxy stick table, bare 429/transport/50 per 1s/10 goroutines/phase 0s/latency 20ms±10ms":                               {refused: 10, ratio: 1.131},
 }

@@ -861,6 +861,44 @@ func TestAIMDNearMissSearchesBackFromNearBy(t *testing.T) {
 	assert.Equal(t, 2*refused, a.step, "too few successes to say: half the rate")
 }
 
+// TestAIMDReopenedPacesTheDebt: a burst of 20 taught 20 a second; its
+// window reopened between 7.7 s and 14.1 s after it opened, so the pace
+// starts halfway (in rate) between 20 a 14.1 s and 20 a 7.7 s and
+// searches up towards the faster; a window under aimdHold, a pace
+// already slower, or too small a quota changes nothing.
+func TestAIMDReopenedPacesTheDebt(t *testing.T) {
+	burst := func() aimd {
+		var a aimd
+		a.refused(t0.Add(10*time.Millisecond), t0, 20, 10, true)
+		require.False(t, a.slow)
+		return a
+	}
+	a := burst()
+	now := t0.Add(14200 * time.Millisecond)
+	a.reopened(now, 20, 7700*time.Millisecond, 14100*time.Millisecond)
+	hi, lo := 14100*time.Millisecond/20, 7700*time.Millisecond/20
+	assert.Equal(t, lo, a.tight, "searched up towards the rate lo says")
+	assert.Equal(t, time.Duration(2/(1/float64(hi)+1/float64(lo))), a.step, "from halfway")
+	assert.Zero(t, a.safe)
+	assert.Equal(t, now, a.since, "proven only by requests sent from now")
+
+	for _, c := range []struct {
+		name      string
+		quota     int
+		lo, hi    time.Duration
+		unchanged bool
+	}{
+		{"a window under aimdHold", 20, time.Second, 1900 * time.Millisecond, true},
+		{"too few to say", aimdSamples - 1, 7 * time.Second, 14 * time.Second, true},
+		{"a pace already slower", 20, 0, 10 * time.Millisecond, true},
+	} {
+		a := burst()
+		was := a
+		a.reopened(now, c.quota, c.lo, c.hi)
+		assert.Equal(t, was, a, c.name)
+	}
+}
+
 // TestAIMDRunOutlastsTheBurst: in slow start a run proves a doubled pace
 // only past the burst the server showed (counted until the first
 // refusal's pause ends), or as many as the pace sends in

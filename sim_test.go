@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -282,6 +283,42 @@ func TestBurstHoldCountsDebt(t *testing.T) {
 			assert.LessOrEqual(t, r.ratio(), 1.07) // measured 1.055 and 1.056
 		})
 	}
+}
+
+// TestDebtAfterReopeningIsPaced: HAProxy's documented example, 20 per
+// 10 s with refusals counted and a bare 429, 10 goroutines 1 ms away. The
+// burst taught 20 a second; after its window reopened (14 s on, its
+// refused probes in debt too) the next requests at that pace were let
+// through one at a time and refused, and the pace halved five times: 36
+// refusals and 1.22x. A window that reopened and let few of its quota
+// through is a rate in debt, paced from what the reopening bounded
+// (aimd.reopened): 14-16 refusals (the first wave's 10 among them),
+// 1.10-1.13x. (bench/haproxy_test.go, the real haproxy on loopback: 42
+// and 1.34x -> 14 and 1.10x, three runs of three.) Not yet: with half a
+// millisecond of jitter the backoff's probes after the burst go on past
+// the debt, the window reopens whole, and the client bursts its quota
+// each time the window turns (every 13 s or so): 22 refusals, 1.54x
+// either way (a miss, listed in the note on issue 18).
+//
+// Goroutines released at one instant reach the server in any order, and
+// some orders take another way (under -race, about one run in six: the
+// burst mode above, or the halvings of before, 40 refusals and 1.42x):
+// so six seeds, each held to finishing with no request sent during a
+// pause and to what catches a storm (60 refusals, 1.8x: bench's bounds
+// for the real haproxy), and their median to 16 refusals and 1.15x.
+func TestDebtAfterReopeningIsPaced(t *testing.T) {
+	b := modelBehaviourOf(t, "m/haproxy stick table, bare 429")
+	var refused []int
+	var ratios []float64
+	for seed := range uint64(6) {
+		r := runModel(t, b, modelRun{rate: 20, window: 10 * time.Second, workers: 10, total: 120, latency: time.Millisecond, method: http.MethodGet, seed: seed + 1})
+		holdRun(t, r, 60, 1.8)
+		refused, ratios = append(refused, r.counts.refused), append(ratios, r.ratio())
+	}
+	slices.Sort(refused)
+	slices.Sort(ratios)
+	assert.LessOrEqual(t, refused[2], 16, "median refusals of %v", refused)
+	assert.LessOrEqual(t, ratios[2], 1.15, "median ratio of %v", ratios)
 }
 
 // TestBurstHoldLongerWindow: a bare 429 over windows of two seconds,

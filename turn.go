@@ -95,6 +95,14 @@ func (t *turn) succeeded(sent time.Time) {
 	t.ok++
 }
 
+// fewAfterOpening reports whether a refusal of a request sent at sent is
+// the first in a window that opened after refusals (a window seen
+// whole before it) and let fewer than a quarter of the most a window let
+// through before it: a rate in debt, not a window that turned.
+func (t *turn) fewAfterOpening(sent time.Time) bool {
+	return t.turned > 0 && !t.refused && !t.lost && !t.clock && !sent.Before(t.open) && t.ok < t.quota/4
+}
+
 // refusedAt records a bare refusal of a request sent at sent. Before any
 // window is known, the first opened with the gate's first request (at
 // first) and let ok through.

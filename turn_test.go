@@ -186,3 +186,33 @@ func TestTurnBoundsAFixedRetryAfter(t *testing.T) {
 		{"k/traefik rateLimit, burst 1", 12, 1.05}, // 10, 1.023, as before
 	})
 }
+
+// TestTurnFewAfterOpening: a window that let twenty through and reopened
+// after 14 s (its last refused probe at 7.7 s), then let one through
+// before its first refusal, is a rate in debt; a window that let its
+// quota through again is a window that turned; a refusal in the first
+// window, or a second one after the reopening, says nothing of it.
+func TestTurnFewAfterOpening(t *testing.T) {
+	var tr turn
+	tr.refusedAt(turnAt(0.01), turnAt(0), 20)
+	for _, p := range []float64{1.3, 2.1, 4.5, 7.7} {
+		assert.False(t, tr.fewAfterOpening(turnAt(p)), "the first window: no opening seen yet")
+		tr.refusedAt(turnAt(p), turnAt(0), 0)
+	}
+	tr.succeeded(turnAt(14.1))
+	assert.Equal(t, 7700*time.Millisecond, tr.lo)
+	assert.Equal(t, 14100*time.Millisecond, tr.hi)
+	assert.Equal(t, 20, tr.quota)
+	assert.True(t, tr.fewAfterOpening(turnAt(14.2)), "one of twenty, then refused: a rate in debt")
+	tr.refusedAt(turnAt(14.2), turnAt(0), 0)
+	assert.False(t, tr.fewAfterOpening(turnAt(14.3)), "refused once already in this window")
+
+	tr = turn{}
+	tr.refusedAt(turnAt(0.01), turnAt(0), 20)
+	tr.refusedAt(turnAt(7.7), turnAt(0), 0)
+	tr.succeeded(turnAt(10.1))
+	for i := range 19 {
+		tr.succeeded(turnAt(10.2 + 0.01*float64(i)))
+	}
+	assert.False(t, tr.fewAfterOpening(turnAt(10.5)), "its quota through again: a window that turned")
+}
