@@ -319,9 +319,15 @@ func (a *aimd) reopened(now time.Time, quota int, lo, hi time.Duration) {
 		// burst's refusals, and the probes that found it, put the
 		// server in.
 		a.tight = t
-		a.step = time.Duration(2 / (1/float64(step) + 1/float64(t)))
+		a.step = halfway(step, t)
 	}
 	a.good, a.since = 0, now
+}
+
+// halfway is the interval halfway in rate between intervals a and b
+// (their harmonic mean): where a search between them goes next.
+func halfway(a, b time.Duration) time.Duration {
+	return time.Duration(2 / (1/float64(a) + 1/float64(b)))
 }
 
 // measured starts the pace at what a server that said when to come back
@@ -391,7 +397,7 @@ func (a *aimd) succeeded(now, sent time.Time) {
 		a.step /= 2
 		a.since = now
 	case a.tight > 0 && float64(a.step) > aimdSearch*float64(a.tight):
-		a.step = time.Duration(2 / (1/float64(a.step) + 1/float64(a.tight)))
+		a.step = halfway(a.step, a.tight)
 		a.since = now
 	default:
 		// The creep: a run at a pace a percent slower proves this one
