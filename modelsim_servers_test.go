@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -856,5 +857,141 @@ func (b *traefikBucket) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	time.Sleep(wait)
+	fmt.Fprint(w, "ok")
+}
+
+// nestThrottler mimics @nestjs/throttler 6.7 (ThrottlerGuard over its
+// ThrottlerStorageService), as read from its source and run against the
+// real one (bench/realservers/servers.js). Its count is a log: each hit
+// leaves ttl after it came. Beside it, a window that starts at the first
+// request after the last one expired, whose end X-RateLimit-Reset gives in
+// whole seconds left, rounded up (Math.ceil) — an end the log does not
+// keep. The hit that takes the log over the limit is logged and blocks
+// the client for blockDuration (the ttl): every request until then is
+// refused with Retry-After (the block's seconds left, rounded up) and not
+// logged, and the first after it empties the log and is logged alone.
+// Remaining is limit − the log's hits, this one's included, at least 0. A
+// throttler named other than "default" suffixes every field with "-" and
+// its name (Retry-After-short); with noHeaders, none is written.
+//
+// Node.js runs one request at a time: each takes the server nestServe,
+// in turn, before its hit is counted (the real one, on loopback, took a
+// first wave of ten over 14-21 ms), so a wave's hits are counted well
+// after it reached the server, and leave the log as late.
+type nestThrottler struct {
+	limit     int
+	ttl       int64 // ms, as blockDuration
+	name      string
+	noHeaders bool
+
+	mu           sync.Mutex
+	busy         time.Time // when the event loop is free
+	started      bool
+	hits         []int64 // when each logged hit leaves, ms
+	expiresAt    int64   // the window X-RateLimit-Reset tells of, ms
+	blocked      bool
+	blockExpires int64
+}
+
+// nestServe is how long a request takes a NestJS server before its hit
+// is counted.
+const nestServe = time.Millisecond
+
+func (n *nestThrottler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	n.mu.Lock()
+	n.busy = maxTime(n.busy, time.Now()).Add(nestServe)
+	turn := n.busy
+	n.mu.Unlock()
+	time.Sleep(time.Until(turn))
+	n.mu.Lock()
+	now := simNowMs()
+	if !n.started {
+		n.started, n.expiresAt = true, now+n.ttl
+	}
+	n.hits = slices.DeleteFunc(n.hits, func(exp int64) bool { return exp <= now })
+	toExpire := simCeilDiv(n.expiresAt-now, 1000)
+	if toExpire <= 0 {
+		n.expiresAt = now + n.ttl
+		toExpire = simCeilDiv(n.ttl, 1000)
+	}
+	if !n.blocked {
+		n.hits = append(n.hits, now+n.ttl)
+	}
+	if len(n.hits) > n.limit && !n.blocked {
+		n.blocked, n.blockExpires = true, now+n.ttl
+	}
+	toBlockExpire := simCeilDiv(n.blockExpires-now, 1000)
+	if toBlockExpire <= 0 && n.blocked {
+		n.blocked = false
+		n.hits = append(n.hits[:0], now+n.ttl)
+	}
+	blocked, total := n.blocked, len(n.hits)
+	n.mu.Unlock()
+	suffix := ""
+	if n.name != "" && n.name != "default" {
+		suffix = "-" + n.name
+	}
+	h := w.Header()
+	if blocked {
+		if !n.noHeaders {
+			h.Set("Retry-After"+suffix, strconv.FormatInt(toBlockExpire, 10))
+			h.Set(askedWait, (time.Duration(toBlockExpire) * time.Second).String())
+		}
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"statusCode":429,"message":"ThrottlerException: Too Many Requests"}`)
+		return
+	}
+	if !n.noHeaders {
+		h.Set("X-RateLimit-Limit"+suffix, strconv.Itoa(n.limit))
+		h.Set("X-RateLimit-Remaining"+suffix, strconv.Itoa(max(0, n.limit-total)))
+		h.Set("X-RateLimit-Reset"+suffix, strconv.FormatInt(toExpire, 10))
+	}
+	fmt.Fprint(w, "ok")
+}
+
+// flexibleMemory mimics rate-limiter-flexible 11's RateLimiterMemory
+// behind the Express middleware its wiki gives, as read from its source
+// and run against the real one (bench/realservers/servers.js): a count per
+// key that starts at the first request after the last one expired and
+// lasts duration; every request adds to it, refused ones too, and one
+// that takes it over the limit is refused. Bare, or with the fields its
+// README suggests on every answer: Retry-After as msBeforeNext / 1000 (a
+// fraction: "0.734", on successes too), X-RateLimit-Limit, -Remaining,
+// and X-RateLimit-Reset as ⌈(now + msBeforeNext) / 1000⌉ epoch seconds.
+type flexibleMemory struct {
+	points   int
+	duration int64 // ms, whole seconds
+	headers  bool
+
+	mu        sync.Mutex
+	value     int
+	expiresAt int64
+}
+
+func (f *flexibleMemory) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	f.mu.Lock()
+	now := simNowMs()
+	if f.expiresAt-now > 0 {
+		f.value++
+	} else {
+		f.value, f.expiresAt = 1, now+f.duration
+	}
+	consumed, msBeforeNext := f.value, f.expiresAt-now
+	f.mu.Unlock()
+	if f.headers {
+		h := w.Header()
+		h.Set("Retry-After", strconv.FormatFloat(float64(msBeforeNext)/1000, 'f', -1, 64))
+		h.Set("X-RateLimit-Limit", strconv.Itoa(f.points))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(max(f.points-consumed, 0)))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(simCeilDiv(now+msBeforeNext, 1000), 10))
+		if consumed > f.points {
+			h.Set(askedWait, (time.Duration(msBeforeNext) * time.Millisecond).String())
+		}
+	}
+	if consumed > f.points {
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, "Too Many Requests")
+		return
+	}
 	fmt.Fprint(w, "ok")
 }

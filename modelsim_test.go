@@ -280,6 +280,23 @@ func modelBehaviours() []modelBehaviour {
 		std("m/haproxy stick table, bare 429", func(q simQuota) (http.Handler, func()) {
 			return &haproxyTable{limit: int64(q.n), period: q.window.Milliseconds(), bare: true}, nil
 		}, idealSliding),
+		// @nestjs/throttler as its documentation sets it up, and as it
+		// writes its fields for a throttler with a name, and with none.
+		std("n/nestjs throttler", func(q simQuota) (http.Handler, func()) {
+			return &nestThrottler{limit: q.n, ttl: q.window.Milliseconds()}, nil
+		}, idealWindowed),
+		std("n/nestjs throttler named", func(q simQuota) (http.Handler, func()) {
+			return &nestThrottler{limit: q.n, ttl: q.window.Milliseconds(), name: "short"}, nil
+		}, idealWindowed),
+		std("n/nestjs throttler, no headers", func(q simQuota) (http.Handler, func()) {
+			return &nestThrottler{limit: q.n, ttl: q.window.Milliseconds(), noHeaders: true}, nil
+		}, idealWindowed),
+		std("o/rate-limiter-flexible memory, README headers", func(q simQuota) (http.Handler, func()) {
+			return &flexibleMemory{points: q.n, duration: q.window.Milliseconds(), headers: true}, nil
+		}, idealWindowed),
+		std("o/rate-limiter-flexible memory, bare", func(q simQuota) (http.Handler, func()) {
+			return &flexibleMemory{points: q.n, duration: q.window.Milliseconds()}, nil
+		}, idealWindowed),
 	}
 }
 

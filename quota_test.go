@@ -1226,3 +1226,40 @@ func TestSpentCountsWhatNoAnswerSays(t *testing.T) {
 	w.spent(1, t0)
 	assert.Equal(t, int64(2), w.rmin, "a window's count is the server's alone")
 }
+
+// TestQuotaLingersIsALog: the probe of a spent window's end, its resets
+// in whole seconds, let through with most of the limit still counted is
+// a log's answer (@nestjs/throttler's); a fixed window that turned counts
+// the probe alone, one that had not would have refused it, and a request
+// that went with others, or a quota not spent, or one told finer than
+// the second, or a reset in epoch seconds, shows nothing.
+func TestQuotaLingersIsALog(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	spent := func() *quota {
+		q := &quota{limit: -1}
+		for i := range 10 {
+			q.apply(&headers.Quota{Limit: 10, Remaining: int64(9 - i), Reset: at(1000 + 2*i)}, false, true, at(1000), false, true, int64(i+1), at(0), at(2*i))
+		}
+		require.Zero(t, q.rmin)
+		require.False(t, q.fine)
+		return q
+	}
+	probe := func(remaining int64) *headers.Quota {
+		return &headers.Quota{Limit: 10, Remaining: remaining, Reset: at(2010)}
+	}
+	assert.True(t, spent().lingers(probe(0), true), "nine of ten still counted")
+	assert.True(t, spent().lingers(probe(5), true), "half still counted")
+	assert.False(t, spent().lingers(probe(9), true), "a fixed window that turned counts the probe alone")
+	assert.False(t, spent().lingers(probe(8), true), "or the probe and one more: not clearly a log")
+	assert.False(t, spent().lingers(probe(0), false), "not the probe: others went with it")
+
+	notSpent := spent()
+	notSpent.rmin = 3
+	assert.False(t, notSpent.lingers(probe(0), true), "a window not spent")
+	fine := spent()
+	fine.fine = true
+	assert.False(t, fine.lingers(probe(0), true), "told finer than the second: stillCounted's")
+	big := spent()
+	assert.False(t, big.lingers(&headers.Quota{Limit: sendLogSize, Remaining: 0, Reset: at(2010)}, true), "a limit the send log cannot time")
+	assert.False(t, spent().lingers(&headers.Quota{Limit: 10, Remaining: 0, Reset: at(3000)}, true), "epoch seconds: a sliding counter's fixed window, maybe")
+}

@@ -1,6 +1,9 @@
 package throttle
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // A sliding log counts exactly the requests it admitted within the last
 // window. An answer that says c of a client's requests are in it — its
@@ -24,7 +27,7 @@ import "time"
 // sends before an answered one, so a window's limit up to a little less.
 // (At 128, logs of 128-255 were read from their resets and paced:
 // Flask-Limiter's moving window of 250 per 5 s, 50 goroutines 200 ms
-// away, drew 27 refusals and 1.59x; timed, 0 and 1.25x. A log is 2,368
+// away, drew 27 refusals and 1.59x; timed, 0 and 1.25x. A log is 2,896
 // bytes, unsafe.Sizeof, in the partitions that find one.)
 const sendLogSize = 256
 
@@ -40,6 +43,82 @@ type sendLog struct {
 	lo    time.Duration // the window is longer than lo
 	hi    time.Duration // and at most hi (0: unknown)
 	off   bool          // a request it timed was refused: the quota is paced (gate.logTimes)
+	// wave is how many sends the log began with: the first wave's, all
+	// sent when it was (sequence numbers 1 to wave), whose tickets carry
+	// none; their answers take them in turn from waveNext (firstWave).
+	wave, waveNext uint32
+	// late is how much later than the quickest (quick) each admitted
+	// send's round trip was, in lateUnits: a log counts each entry from
+	// when the server took it, and a send that came back late may have
+	// been taken that much later than it went (lateBy).
+	late  [sendLogSize]uint16
+	quick time.Duration
+}
+
+// lateUnit is the unit of sendLog.late: up to 6.5 s.
+const lateUnit = 100 * time.Microsecond
+
+// startWave begins the log, at its first answer, with the n sends of the
+// first wave, all at at: a log found in the first window then holds it
+// (@nestjs/throttler's of 10 per 5 s, 10 goroutines: the first wave was
+// all of its first window, and the log, begun at the window's last
+// answer, timed nothing until a window of ours had gone since).
+func (l *sendLog) startWave(n int, at time.Time) {
+	for range min(n, sendLogSize) {
+		l.add(at)
+	}
+	l.wave, l.waveNext = l.next, 1
+}
+
+// firstWave returns the sequence number an answer to a request of the
+// first wave takes (its ticket carries none): the next of the sends the
+// log began with not answered yet, or 0. They all went at once, so which
+// answers which is of no matter: each is as late as its answer (lateBy).
+func (l *sendLog) firstWave() uint32 {
+	if l.waveNext == 0 || l.waveNext > l.wave || !l.has(l.waveNext) {
+		return 0
+	}
+	seq := l.waveNext
+	l.waveNext++
+	return seq
+}
+
+// lateBy notes when the admitted send seq came back (now): how much
+// longer its round trip took than the quickest so far. A server counts an
+// entry of its log from when it took the request, at the latest a way
+// back before its answer; a request sent now reaches it a way there
+// after, at the soonest: the entry leaves the log, for such a request, a
+// window after it was sent and its lateness (freeAt). A server that
+// takes its requests in turn, or is slowed for a moment, takes some well
+// after they went: three @nestjs/throttler servers in one Node.js
+// process, a client each, answered a request 31 ms after it went, on a
+// round trip of 1 ms, and the one sent a window after it was refused,
+// and blocked for a window; a first wave of ten, taken over 21 ms, drew
+// five refusals a window on. (Moving the send's time instead bent the
+// window its counts bound: count reads the times.)
+func (l *sendLog) lateBy(seq uint32, now time.Time) {
+	if !l.has(seq) || l.state[seq%sendLogSize] != sendAdmitted {
+		return
+	}
+	rtt := now.Sub(l.base) - time.Duration(l.at[seq%sendLogSize])
+	if rtt < 0 {
+		return
+	}
+	if l.quick == 0 || rtt < l.quick {
+		l.quick = rtt
+	}
+	// Under spanWaysMin the quickest round trip is mostly the server's
+	// own time (a loopback, a busy event loop), not the ways there and
+	// back, and some of it may come before an entry is counted: the
+	// latest it can have been is its answer.
+	quick := l.quick
+	if quick < spanWaysMin || seq <= l.wave {
+		// (A first wave went at once, and a server that takes it in
+		// turn took the last well after its way there: its quickest
+		// answer tells nothing of the others'.)
+		quick = 0
+	}
+	l.late[seq%sendLogSize] = uint16(min((rtt-quick)/lateUnit, math.MaxUint16))
 }
 
 // sendState is what became of a send: not answered yet, admitted (in the
@@ -57,6 +136,7 @@ func (l *sendLog) add(now time.Time) uint32 {
 	l.next++
 	l.at[l.next%sendLogSize] = int64(now.Sub(l.base))
 	l.state[l.next%sendLogSize] = sendPending
+	l.late[l.next%sendLogSize] = 0
 	return l.next
 }
 
@@ -165,19 +245,34 @@ func (l *sendLog) window() time.Duration {
 // freeAt is when a request sent would find fewer than limit of the
 // partition's requests in a log of the window span: span after the
 // limit-th newest send that is in it or may be (refused ones are not),
-// or zero if fewer than limit are in the log.
-func (l *sendLog) freeAt(limit int64, span time.Duration) time.Time {
+// or after an older one that came back later than that (lateBy), or
+// zero if fewer than limit are in the log. A send not answered yet is
+// taken as late as pending. (The limit-th latest to leave lies no later
+// than the latest of the limit-th newest and those before it.)
+func (l *sendLog) freeAt(limit int64, span, pending time.Duration) time.Time {
 	if limit <= 0 || limit >= sendLogSize {
 		return time.Time{}
 	}
-	found := int64(0)
+	found, last := int64(0), int64(math.MinInt64)
 	for s := l.next; l.has(s); s-- {
-		if l.state[s%sendLogSize] == sendRefused {
+		var at int64
+		switch l.state[s%sendLogSize] {
+		case sendRefused:
 			continue
+		case sendPending:
+			at = l.at[s%sendLogSize] + int64(pending)
+		default:
+			at = l.at[s%sendLogSize] + int64(l.late[s%sendLogSize])*int64(lateUnit)
 		}
-		if found++; found == limit {
-			return l.base.Add(time.Duration(l.at[s%sendLogSize]) + span)
+		if found < limit {
+			found++
+		}
+		if found == limit {
+			last = max(last, at)
 		}
 	}
-	return time.Time{}
+	if found < limit {
+		return time.Time{}
+	}
+	return l.base.Add(time.Duration(last) + span)
 }

@@ -139,14 +139,14 @@ func TestSendLogFreeAt(t *testing.T) {
 	for i := range 5 {
 		seqs = append(seqs, l.add(t0.Add(time.Duration(i)*100*time.Millisecond)))
 	}
-	assert.Zero(t, l.freeAt(6, time.Second), "five sends, a limit of six")
-	assert.Equal(t, t0.Add(time.Second), l.freeAt(5, time.Second), "the oldest of five leaves a window after it")
-	assert.Equal(t, t0.Add(1300*time.Millisecond), l.freeAt(2, time.Second))
+	assert.Zero(t, l.freeAt(6, time.Second, 0), "five sends, a limit of six")
+	assert.Equal(t, t0.Add(time.Second), l.freeAt(5, time.Second, 0), "the oldest of five leaves a window after it")
+	assert.Equal(t, t0.Add(1300*time.Millisecond), l.freeAt(2, time.Second, 0))
 	l.refused(seqs[3])
-	assert.Equal(t, t0.Add(1200*time.Millisecond), l.freeAt(2, time.Second), "a refused send is not in the log")
+	assert.Equal(t, t0.Add(1200*time.Millisecond), l.freeAt(2, time.Second, 0), "a refused send is not in the log")
 	l.admitted(seqs[2])
-	assert.Equal(t, t0.Add(1200*time.Millisecond), l.freeAt(2, time.Second), "admitted or on its way, it counts")
-	assert.Zero(t, l.freeAt(sendLogSize, time.Second), "a limit past what the log keeps")
+	assert.Equal(t, t0.Add(1200*time.Millisecond), l.freeAt(2, time.Second, 0), "admitted or on its way, it counts")
+	assert.Zero(t, l.freeAt(sendLogSize, time.Second, 0), "a limit past what the log keeps")
 }
 
 // TestQuietGateLogsItsSendTime: a gate with nothing to hold a request
@@ -199,4 +199,55 @@ func TestLogTimedOnlyWithItsLimitOfSends(t *testing.T) {
 	g.counted(0, q, &ticket{}, &answer{status: 200}, s, now)
 	assert.True(t, q.sliding() && q.log && q.counted, "five not refused: timed as a log of its window")
 	assert.Equal(t, time.Second, q.window)
+}
+
+// TestSendLogLateness: a send whose answer took longer than the quickest
+// leaves the log that much later (lateBy, freeAt); under spanWaysMin the
+// quickest is the server's own time, and each send is as late as its
+// answer; a send not answered yet is as late as freeAt is told; and the
+// limit-th newest is not the latest to leave when an older one came back
+// later.
+func TestSendLogLateness(t *testing.T) {
+	l := sendLog{base: t0}
+	a := l.add(t0)
+	b := l.add(t0.Add(100 * time.Millisecond))
+	l.admitted(a)
+	l.lateBy(a, t0.Add(60*time.Millisecond)) // the quickest: 60 ms
+	l.admitted(b)
+	l.lateBy(b, t0.Add(200*time.Millisecond)) // 100 ms: 40 ms late
+	assert.Equal(t, t0.Add(1140*time.Millisecond), l.freeAt(1, time.Second, 0), "the newest, 40 ms late")
+	assert.Equal(t, t0.Add(time.Second), l.freeAt(2, time.Second, 0), "the older leaves first")
+	c := l.add(t0.Add(150 * time.Millisecond))
+	assert.Equal(t, t0.Add(1170*time.Millisecond), l.freeAt(1, time.Second, 20*time.Millisecond), "on its way: as late as told")
+
+	quick := sendLog{base: t0}
+	d := quick.add(t0)
+	quick.admitted(d)
+	quick.lateBy(d, t0.Add(5*time.Millisecond))
+	assert.Equal(t, t0.Add(1005*time.Millisecond), quick.freeAt(1, time.Second, 0), "a round trip of 5 ms: as late as its answer")
+	quick.lateBy(c, t0.Add(time.Second)) // not in this log
+	quick.refused(d)
+	quick.lateBy(d, t0.Add(time.Second))
+	assert.Zero(t, quick.freeAt(1, time.Second, 0), "refused: not in the log")
+}
+
+// TestSendLogStartsWithTheFirstWave: a log begun at the first answer
+// holds the first wave, sent together before it; their answers, whose
+// tickets carry no place in the log, take its places in turn, each as
+// late as its answer came (a first wave is taken by the server in turn).
+func TestSendLogStartsWithTheFirstWave(t *testing.T) {
+	l := sendLog{base: t0.Add(10 * time.Millisecond)} // begun at the first answer
+	l.startWave(3, t0)
+	assert.Equal(t, uint32(3), l.next)
+	for i, back := range []time.Duration{10, 20, 40} {
+		seq := l.firstWave()
+		require.Equal(t, uint32(i+1), seq)
+		l.admitted(seq)
+		l.lateBy(seq, t0.Add(back*time.Millisecond))
+	}
+	assert.Zero(t, l.firstWave(), "the wave is all answered")
+	assert.Equal(t, t0.Add(1010*time.Millisecond), l.freeAt(3, time.Second, 0), "the first answered leaves first")
+	assert.Equal(t, t0.Add(1040*time.Millisecond), l.freeAt(1, time.Second, 0), "the last answered, last")
+	s := l.add(t0.Add(50 * time.Millisecond))
+	assert.Equal(t, uint32(4), s, "the sends after the wave follow it")
 }

@@ -39,6 +39,8 @@ func refCorpus() []http.Header {
 			"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens",
 			"X-HubSpot-RateLimit-Max", "X-HubSpot-RateLimit-Interval-Milliseconds",
 			"X-Ms-Ratelimit-Remaining-Resource", "Sforce-Limit-Info"},
+		{"X-Ratelimit-Limit-Short", "X-Ratelimit-Remaining-Short", "X-Ratelimit-Reset-Short", "Retry-After-Short",
+			"Retry-After", "Retry-After-Long"},
 	}
 	for _, keys := range families {
 		for _, c := range shortcutCases(len(keys)) {

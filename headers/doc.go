@@ -32,6 +32,7 @@
 //
 //	Retry-After (seconds, HTTP-date)   Retry-After: 120
 //	                                   Retry-After: Tue, 02 Jan 2024 15:00:30 GMT
+//	Retry-After-<name> (NestJS)        Retry-After-short: 1
 //	retry-after-ms (OpenAI, Anthropic) retry-after-ms: 250
 //	x-ms-retry-after-ms (Azure)        x-ms-retry-after-ms: 1500
 //	X-Retry-In (Traefik)               X-Retry-In: 95.238095ms
@@ -72,6 +73,9 @@
 //     than GMT; retry-after-ms, x-ms-retry-after-ms and X-Retry-In (a Go
 //     duration) win over Retry-After because they say the same thing more
 //     precisely (Traefik's Retry-After is its X-Retry-In rounded up).
+//     Retry-After-<name> is Retry-After: NestJS's throttlers other than
+//     its default suffix every field with their name; several give the
+//     longest wait.
 //   - A numeric reset is told apart by size: at least 1e12 is epoch
 //     milliseconds (Linear), at least 1e9 epoch seconds, anything smaller
 //     a delay in seconds (APISIX, Kong). Resets may also be an HTTP-date,

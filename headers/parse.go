@@ -141,6 +141,9 @@ func classify(k string) (kind, family, string) {
 				return kindRetryAfter, 0, ""
 			case equalLower(k, "retry-after-ms"):
 				return kindRetryAfterMs, 0, ""
+			case hasPrefixLower(k, "retry-after-") && len(k) > len("Retry-After-"):
+				// @nestjs/throttler's named throttlers: Retry-After-<name>.
+				return kindRetryAfter, 0, ""
 			}
 			break
 		}

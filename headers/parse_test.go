@@ -570,3 +570,32 @@ func TestDelay(t *testing.T) {
 	assert.Equal(t, time.Duration(0), info.Delay(now.Add(time.Hour)), "never negative")
 	assert.Equal(t, time.Duration(0), Info{}.Delay(now))
 }
+
+// TestParseNamedRetryAfter: @nestjs/throttler names every field of a
+// throttler other than its default after it, Retry-After included; a
+// refusal's wait is the longest of those it carries.
+func TestParseNamedRetryAfter(t *testing.T) {
+	now := time.Unix(1_704_207_600, 0)
+	h := http.Header{}
+	h.Set("Retry-After-short", "1")
+	info := Parse(h, now)
+	if !info.HasRetryAfter || info.RetryAfter != time.Second {
+		t.Errorf("Retry-After-short: 1 read as %v, %v; want 1s", info.RetryAfter, info.HasRetryAfter)
+	}
+	h.Set("Retry-After-long", "60")
+	if info := Parse(h, now); info.RetryAfter != time.Minute {
+		t.Errorf("Retry-After-short: 1 and Retry-After-long: 60 read as %v; want 1m0s", info.RetryAfter)
+	}
+	h = http.Header{"Retry-After-": {"5"}, "Retry-After-Ms": {"250"}}
+	if info := Parse(h, now); info.RetryAfter != 250*time.Millisecond {
+		t.Errorf("Retry-After- (no name) and retry-after-ms: 250 read as %v; want 250ms", info.RetryAfter)
+	}
+	h = http.Header{}
+	h.Set("X-RateLimit-Limit-short", "10")
+	h.Set("X-RateLimit-Remaining-short", "0")
+	h.Set("X-RateLimit-Reset-short", "1")
+	info = Parse(h, now)
+	if len(info.Quotas) != 1 || info.Quotas[0].Name != "short" || info.Quotas[0].Limit != 10 || info.Quotas[0].Remaining != 0 || !info.Quotas[0].Reset.Equal(now.Add(time.Second)) {
+		t.Errorf("NestJS's named fields read as %+v", info.Quotas)
+	}
+}

@@ -299,6 +299,8 @@ func classifyRef(k string) (kindRef, familyRef, string) {
 				return kindRetryAfterRef, 0, ""
 			case equalLowerRef(k, "retry-after-ms"):
 				return kindRetryAfterMsRef, 0, ""
+			case len(k) > len("retry-after-") && equalLowerRef(k[:len("retry-after-")], "retry-after-"):
+				return kindRetryAfterRef, 0, ""
 			}
 			break
 		}

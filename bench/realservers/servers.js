@@ -6,7 +6,8 @@
 //   {"id": "c3", "server": "express-rate-limit", "mode": "draft-8",
 //    "limit": 10, "windowMs": 1000}
 //
-// server is express-rate-limit, @fastify/rate-limit or koa-ratelimit; mode
+// server is express-rate-limit, @fastify/rate-limit, koa-ratelimit,
+// @nestjs/throttler or rate-limiter-flexible; mode
 // is one of that server's configurations (see the tables below); every
 // server limits each client address to limit requests per windowMs with
 // its own store (in memory; for koa-ratelimit's Redis driver, keys of its
@@ -24,6 +25,7 @@ const Fastify = require('fastify');
 const fastifyRateLimit = require('@fastify/rate-limit');
 const Koa = require('koa');
 const koaRatelimit = require('koa-ratelimit');
+const { RateLimiterMemory } = require('rate-limiter-flexible');
 
 // express-rate-limit: every header mode it offers (legacyHeaders,
 // standardHeaders 'draft-6', 'draft-7', 'draft-8', and neither), over its
@@ -112,10 +114,99 @@ function startKoa(s) {
   });
 }
 
+// @nestjs/throttler, NestJS's own rate limiter, as its documentation sets
+// it up: ThrottlerModule.forRoot with one throttler, and ThrottlerGuard as
+// the application's guard. Its storage is a log (each hit leaves ttl after
+// it came) under a window that starts at the first request, whose end
+// X-RateLimit-Reset gives in whole seconds rounded up; the hit over the
+// limit blocks the client for blockDuration (by default the ttl), during
+// which every request is refused with Retry-After (the block's seconds
+// left, rounded up), and the first request after the block starts the log
+// over. A throttler named other than "default" suffixes every field with
+// its name (X-RateLimit-Remaining-short, Retry-After-short); setHeaders
+// false sends none (a bare 429).
+const nestModes = {
+  default: {},
+  named: { name: 'short' },
+  'no-headers': { setHeaders: false },
+};
+
+let nest; // NestJS, loaded only when a NestJS server is asked for
+
+async function startNest(s) {
+  const mode = nestModes[s.mode];
+  if (!mode) throw new Error(`@nestjs/throttler: no mode ${s.mode}`);
+  if (!nest) {
+    require('reflect-metadata');
+    nest = { ...require('@nestjs/common'), ...require('@nestjs/core'), ...require('@nestjs/throttler') };
+  }
+  // Decorators applied by hand: this file is plain JavaScript.
+  class Root {
+    get() {
+      return 'ok';
+    }
+  }
+  nest.Controller()(Root);
+  nest.Get('/')(Root.prototype, 'get', Object.getOwnPropertyDescriptor(Root.prototype, 'get'));
+  class App {}
+  nest.Module({
+    imports: [nest.ThrottlerModule.forRoot([{ ttl: s.windowMs, limit: s.limit, ...mode }])],
+    controllers: [Root],
+    providers: [{ provide: nest.APP_GUARD, useClass: nest.ThrottlerGuard }],
+  })(App);
+  const app = await nest.NestFactory.create(App, { logger: false });
+  await app.listen(0, '127.0.0.1');
+  return app.getHttpServer().address().port;
+}
+
+// rate-limiter-flexible's RateLimiterMemory (a fixed window from a key's
+// first request, in whole seconds) behind the Express middleware its wiki
+// gives: a bare 429 ("bare"), or with the fields its README suggests, on
+// every answer ("headers"): Retry-After as the window's milliseconds left
+// over 1000 (a fraction, on successes too), X-RateLimit-Limit, -Remaining,
+// and X-RateLimit-Reset in epoch seconds rounded up.
+const flexibleModes = { bare: false, headers: true };
+
+function startFlexible(s) {
+  if (!(s.mode in flexibleModes)) throw new Error(`rate-limiter-flexible: no mode ${s.mode}`);
+  if (s.windowMs % 1000 !== 0) throw new Error('rate-limiter-flexible: its duration is whole seconds');
+  const withHeaders = flexibleModes[s.mode];
+  const limiter = new RateLimiterMemory({ points: s.limit, duration: s.windowMs / 1000 });
+  const headers = (res, r) => {
+    if (!withHeaders) return;
+    res.set({
+      'Retry-After': r.msBeforeNext / 1000,
+      'X-RateLimit-Limit': s.limit,
+      'X-RateLimit-Remaining': r.remainingPoints,
+      'X-RateLimit-Reset': Math.ceil((Date.now() + r.msBeforeNext) / 1000),
+    });
+  };
+  const app = express();
+  app.use((req, res, next) => {
+    limiter
+      .consume(req.ip)
+      .then((r) => {
+        headers(res, r);
+        next();
+      })
+      .catch((r) => {
+        if (r instanceof Error) return next(r);
+        headers(res, r);
+        res.status(429).send('Too Many Requests');
+      });
+  });
+  app.get('/', (_req, res) => res.type('text/plain').send('ok'));
+  return new Promise((resolve, reject) => {
+    const srv = app.listen(0, '127.0.0.1', (err) => (err ? reject(err) : resolve(srv.address().port)));
+  });
+}
+
 const starters = {
   'express-rate-limit': startExpress,
   '@fastify/rate-limit': startFastify,
   'koa-ratelimit': startKoa,
+  '@nestjs/throttler': startNest,
+  'rate-limiter-flexible': startFlexible,
 };
 
 async function main() {
