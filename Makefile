@@ -80,7 +80,8 @@ redis-server:
 # The bench module's interop tests run the Transport against a real nginx
 # (limit_req; Debian's nginx-light), a real HAProxy (a stick table's
 # request rate) and real rate limiters from npm (express-rate-limit,
-# @fastify/rate-limit, koa-ratelimit: bench/realservers, installed with
+# @fastify/rate-limit, koa-ratelimit, @nestjs/throttler, rate-limiter-flexible:
+# bench/realservers, installed with
 # npm ci from its lock file; Node.js and npm from Debian when the machine
 # has no node) and from Debian's Python (Flask-Limiter: its package
 # python3-flask-limiter, for /usr/bin/python3). Installing them may start the distributions' own servers:

@@ -770,15 +770,19 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 		// and a window's worth went at once: 21 refusals in one real
 		// run of this project's server's log at 20 a second, loaded).
 		w := q.stillWindow(s)
-		if w == 0 && !q.fine && s.Reset.After(now) {
+		if w == 0 && !q.fine && s.Reset.After(now) && s.Reset.Nanosecond() != 0 {
 			// No window span can tell (a loaded server's answers, a
 			// round trip of a tenth of its window or more, leave it
-			// none): the one the answer's reset says, written in whole
-			// seconds and rounded up — a log counted in whole seconds
-			// says, for a probe, it is whole a window on, and
-			// @nestjs/throttler, its window from the probe. Without
-			// it, its log was taken for a fixed window and each window
-			// waited out to its reset: 1.17-1.31x on a loaded machine.
+			// none): the one the answer's reset says, in whole seconds
+			// relative to it (as lingers reads), rounded up — for the
+			// probe that found the log, @nestjs/throttler's window
+			// from the probe. Without it, its log was taken for a
+			// fixed window and each window waited out to its reset:
+			// 1.17-1.31x on a loaded machine. (Not an epoch reset:
+			// Flask-Limiter's moving window says when its log will be
+			// empty, a second and more past a window; read as its
+			// window, one loaded CI run was paced to a stall, 57 of
+			// 160 units in 38 s.)
 			w = s.Reset.Sub(now).Round(time.Second)
 		}
 		if w > 0 {

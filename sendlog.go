@@ -47,10 +47,10 @@ type sendLog struct {
 	// sent when it was (sequence numbers 1 to wave), whose tickets carry
 	// none; their answers take them in turn from waveNext (firstWave).
 	wave, waveNext uint32
-	// late is how much later than the quickest (quick) each admitted
-	// send's round trip was, in lateUnits: a log counts each entry from
+	// late is each admitted send's round trip, in lateUnits, and quick
+	// the quickest after the first wave: a log counts each entry from
 	// when the server took it, and a send that came back late may have
-	// been taken that much later than it went (lateBy).
+	// been taken that much later than it went (lateBy, lateness).
 	late  [sendLogSize]uint16
 	quick time.Duration
 }
@@ -83,19 +83,19 @@ func (l *sendLog) firstWave() uint32 {
 	return seq
 }
 
-// lateBy notes when the admitted send seq came back (now): how much
-// longer its round trip took than the quickest so far. A server counts an
-// entry of its log from when it took the request, at the latest a way
-// back before its answer; a request sent now reaches it a way there
-// after, at the soonest: the entry leaves the log, for such a request, a
-// window after it was sent and its lateness (freeAt). A server that
-// takes its requests in turn, or is slowed for a moment, takes some well
-// after they went: three @nestjs/throttler servers in one Node.js
-// process, a client each, answered a request 31 ms after it went, on a
-// round trip of 1 ms, and the one sent a window after it was refused,
-// and blocked for a window; a first wave of ten, taken over 21 ms, drew
-// five refusals a window on. (Moving the send's time instead bent the
-// window its counts bound: count reads the times.)
+// lateBy notes when the admitted send seq came back (now): its round
+// trip, and the quickest so far (late, quick; lateness reads them). A
+// server counts an entry of its log from when it took the request, at
+// the latest a way back before its answer; a request sent now reaches
+// it a way there after, at the soonest: the entry leaves the log, for
+// such a request, a window after it was sent and its lateness (freeAt). A
+// server that takes its requests in turn, or is slowed for a moment,
+// takes some well after they went: three @nestjs/throttler servers in
+// one Node.js process, a client each, answered a request 31 ms after it
+// went, on a round trip of 1 ms, and the one sent a window after it was
+// refused, and blocked for a window; a first wave of ten, taken over
+// 21 ms, drew five refusals a window on. (Moving the send's time instead
+// bent the window its counts bound: count reads the times.)
 func (l *sendLog) lateBy(seq uint32, now time.Time) {
 	if !l.has(seq) || l.state[seq%sendLogSize] != sendAdmitted {
 		return
@@ -104,21 +104,27 @@ func (l *sendLog) lateBy(seq uint32, now time.Time) {
 	if rtt < 0 {
 		return
 	}
-	if l.quick == 0 || rtt < l.quick {
+	if seq > l.wave && (l.quick == 0 || rtt < l.quick) {
 		l.quick = rtt
 	}
-	// Under spanWaysMin the quickest round trip is mostly the server's
-	// own time (a loopback, a busy event loop), not the ways there and
-	// back, and some of it may come before an entry is counted: the
-	// latest it can have been is its answer.
-	quick := l.quick
-	if quick < spanWaysMin || seq <= l.wave {
-		// (A first wave went at once, and a server that takes it in
-		// turn took the last well after its way there: its quickest
-		// answer tells nothing of the others'.)
-		quick = 0
+	l.late[seq%sendLogSize] = uint16(min(rtt/lateUnit, math.MaxUint16))
+}
+
+// lateness is how much later than it went the admitted send seq may have
+// been counted: its round trip less the quickest seen so far, read now
+// (the quickest only falls: a round trip read against the first few, all
+// slow on a loaded server, was taken for the ways there and back, and
+// ten went at once into a log that still held them, and were refused).
+// Under spanWaysMin the quickest round trip is mostly the server's own
+// time (a loopback, a busy event loop), not the ways there and back, and
+// some of it may come before an entry is counted; and a first wave went
+// at once, taken in turn: for those, the whole round trip.
+func (l *sendLog) lateness(seq uint32) time.Duration {
+	rtt := time.Duration(l.late[seq%sendLogSize]) * lateUnit
+	if l.quick < spanWaysMin || seq <= l.wave {
+		return rtt
 	}
-	l.late[seq%sendLogSize] = uint16(min((rtt-quick)/lateUnit, math.MaxUint16))
+	return max(rtt-l.quick, 0)
 }
 
 // sendState is what became of a send: not answered yet, admitted (in the
@@ -262,7 +268,7 @@ func (l *sendLog) freeAt(limit int64, span, pending time.Duration) time.Time {
 		case sendPending:
 			at = l.at[s%sendLogSize] + int64(pending)
 		default:
-			at = l.at[s%sendLogSize] + int64(l.late[s%sendLogSize])*int64(lateUnit)
+			at = l.at[s%sendLogSize] + int64(l.lateness(s))
 		}
 		if found < limit {
 			found++

@@ -206,7 +206,8 @@ func TestLogTimedOnlyWithItsLimitOfSends(t *testing.T) {
 // quickest is the server's own time, and each send is as late as its
 // answer; a send not answered yet is as late as freeAt is told; and the
 // limit-th newest is not the latest to leave when an older one came back
-// later.
+// later; and lateness is read against the quickest round trip when it is
+// read, not when the send came back.
 func TestSendLogLateness(t *testing.T) {
 	l := sendLog{base: t0}
 	a := l.add(t0)
@@ -219,6 +220,10 @@ func TestSendLogLateness(t *testing.T) {
 	assert.Equal(t, t0.Add(time.Second), l.freeAt(2, time.Second, 0), "the older leaves first")
 	c := l.add(t0.Add(150 * time.Millisecond))
 	assert.Equal(t, t0.Add(1170*time.Millisecond), l.freeAt(1, time.Second, 20*time.Millisecond), "on its way: as late as told")
+	e := l.add(t0.Add(300 * time.Millisecond))
+	l.admitted(e)
+	l.lateBy(e, t0.Add(325*time.Millisecond)) // a quicker round trip: 25 ms
+	assert.Equal(t, t0.Add(1175*time.Millisecond), l.freeAt(3, time.Second, 0), "read against the quickest now: b is 75 ms late")
 
 	quick := sendLog{base: t0}
 	d := quick.add(t0)
