@@ -611,12 +611,8 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 				q.rates(s, w)
 			}
 		}
-		switch {
-		case a.status >= 400 || q.log:
-		case q.stillCounted(s, sent) > 0:
+		if a.status < 400 && !q.log && (q.stillCounted(s, sent) > 0 || q.lingers(s, tk.probe)) {
 			q.log = true // a sliding log, once the send log holds a window of ours (counted)
-		case q.lingers(s, tk.probe):
-			q.log = true // as above
 		}
 		fresh, before := !q.known || tk.ver >= q.ver, q.at
 		q.apply(s, a.refill, fresh, reset, guessed, timed, g.ver+1, sent, now)

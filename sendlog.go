@@ -47,16 +47,16 @@ type sendLog struct {
 	// sent when it was (sequence numbers 1 to wave), whose tickets carry
 	// none; their answers take them in turn from waveNext (firstWave).
 	wave, waveNext uint32
-	// late is each admitted send's round trip, in lateUnits, and quick
+	// trip is each admitted send's round trip, in tripUnits, and quick
 	// the quickest after the first wave: a log counts each entry from
 	// when the server took it, and a send that came back late may have
 	// been taken that much later than it went (lateBy, lateness).
-	late  [sendLogSize]uint16
+	trip  [sendLogSize]uint16
 	quick time.Duration
 }
 
-// lateUnit is the unit of sendLog.late: up to 6.5 s.
-const lateUnit = 100 * time.Microsecond
+// tripUnit is the unit of sendLog.trip: up to 6.5 s.
+const tripUnit = 100 * time.Microsecond
 
 // startWave begins the log, at its first answer, with the n sends of the
 // first wave, all at at: a log found in the first window then holds it
@@ -84,7 +84,7 @@ func (l *sendLog) firstWave() uint32 {
 }
 
 // lateBy notes when the admitted send seq came back (now): its round
-// trip, and the quickest so far (late, quick; lateness reads them). A
+// trip, and the quickest so far (trip, quick; lateness reads them). A
 // server counts an entry of its log from when it took the request, at
 // the latest a way back before its answer; a request sent now reaches
 // it a way there after, at the soonest: the entry leaves the log, for
@@ -107,7 +107,7 @@ func (l *sendLog) lateBy(seq uint32, now time.Time) {
 	if seq > l.wave && (l.quick == 0 || rtt < l.quick) {
 		l.quick = rtt
 	}
-	l.late[seq%sendLogSize] = uint16(min(rtt/lateUnit, math.MaxUint16))
+	l.trip[seq%sendLogSize] = uint16(min(rtt/tripUnit, math.MaxUint16))
 }
 
 // lateness is how much later than it went the admitted send seq may have
@@ -120,7 +120,7 @@ func (l *sendLog) lateBy(seq uint32, now time.Time) {
 // some of it may come before an entry is counted; and a first wave went
 // at once, taken in turn: for those, the whole round trip.
 func (l *sendLog) lateness(seq uint32) time.Duration {
-	rtt := time.Duration(l.late[seq%sendLogSize]) * lateUnit
+	rtt := time.Duration(l.trip[seq%sendLogSize]) * tripUnit
 	if l.quick < spanWaysMin || seq <= l.wave {
 		return rtt
 	}
@@ -142,7 +142,7 @@ func (l *sendLog) add(now time.Time) uint32 {
 	l.next++
 	l.at[l.next%sendLogSize] = int64(now.Sub(l.base))
 	l.state[l.next%sendLogSize] = sendPending
-	l.late[l.next%sendLogSize] = 0
+	l.trip[l.next%sendLogSize] = 0
 	return l.next
 }
 
