@@ -462,14 +462,9 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		}
 	}
 	next, wire := g.nextSend, g.onWire()
-	logged := -1 // the quota the send log times, not its pace (logTimes)
-	if g.rl != nil && g.rl.sends != nil {
-		if g.logTimes() {
-			logged = g.rl.sends.quota
-			next = maxTime(next, g.logFree())
-		} else if t := g.logFull(wire); !t.IsZero() {
-			next = maxTime(next, t)
-		}
+	logs := g.rl != nil && g.rl.sends != nil
+	if logs {
+		next = maxTime(next, maxTime(g.logFree(), g.logFull(wire)))
 	}
 	for i := range g.quotas {
 		if ch[i] == 0 {
@@ -478,7 +473,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		q := &g.quotas[i]
 		_, declared := c.of(q.name)
 		q.claim(now, ch[i], declared)
-		if d := q.pace(now, ch[i], wire); d > 0 && !g.timedBy(q, logged) && now.Add(d).After(next) {
+		if d := q.pace(now, ch[i], wire); d > 0 && !(logs && g.timedBy(i)) && now.Add(d).After(next) {
 			next = now.Add(d)
 		}
 	}
@@ -491,17 +486,25 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	g.nextSend = next
 }
 
-// timedBy reports whether the send log times q: q is the quota it
-// counts (logged, its index; -1: none), or that quota's twin, a log of
-// the same limit and window told in another field of the same answers
-// (this project's server writes each limit as an IETF policy and as
-// X-RateLimit-*). g.mu must be held.
-func (g *gate) timedBy(q *quota, logged int) bool {
-	if logged < 0 {
+// timedBy reports whether the send log times the i-th quota: it is a
+// log it times (logged), or the twin of one, a log of the same limit and
+// window told in another field of the same answers (this project's
+// server writes each limit as an IETF policy and as X-RateLimit-*).
+// g.mu must be held.
+func (g *gate) timedBy(i int) bool {
+	if g.logged(i) {
+		return true
+	}
+	q := &g.quotas[i]
+	if !q.log || !q.counted {
 		return false
 	}
-	l := &g.quotas[logged]
-	return q == l || q.log && q.counted && q.limit == l.limit && q.window == l.window
+	for j := range g.quotas {
+		if l := &g.quotas[j]; j != i && q.limit == l.limit && q.window == l.window && g.logged(j) {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *gate) pauseUntil(until time.Time) {

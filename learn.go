@@ -141,6 +141,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 	fresh := tk.pause == g.pz.count // sent since the last pause began
 	limited := a.limited()
 	if limited || a.cls.Signal == headers.Overloaded {
+		g.ws.lagged(a.info, g.sentAt(tk, now), now)
 		d := max(g.ws.delay(a.info, now), a.cls.MinWait)
 		if a.far.any() {
 			d = g.maxPause
@@ -741,7 +742,7 @@ func (g *gate) restarted(q *quota, now time.Time) {
 func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota, now time.Time) {
 	rl := g.traits()
 	if rl.sends == nil {
-		rl.sends = &sendLog{base: now, quota: i}
+		rl.sends = &sendLog{base: now}
 		if tk.seen == 0 && g.rf.answered == 1 && !g.rf.resumed.IsZero() {
 			// Begun at the first answer (a reset in whole seconds
 			// relative to it, as lingers reads): with the first wave in
@@ -797,22 +798,20 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 			}
 		}
 	}
-	if l.quota != i {
-		return
-	}
+	b := &l.bounds[i]
 	if a.status >= 400 {
 		l.refused(tk.seq)
-		if g.logTimes() {
-			l.off = true // a request it timed, refused (logTimes)
+		if g.logged(i) {
+			b.off = true // a request it timed, refused (logTimes)
 		}
 		return
 	}
-	l.count(tk.seq, s.Limit-s.Remaining, rl.rtt.jitter())
+	l.count(b, tk.seq, s.Limit-s.Remaining, rl.rtt.jitter())
 	l.lateBy(tk.seq, now)
 	if !q.sliding() || q.reach <= 0 {
 		return
 	}
-	if w := l.window(); w > 0 && (w < q.window || q.counted && w > q.window || q.log && !q.counted && w == q.window) {
+	if w := b.window(); w > 0 && (w < q.window || q.counted && w > q.window || q.log && !q.counted && w == q.window) {
 		q.narrow(w)
 		if g.logTimes() {
 			// The sends paced before are timed by the log from now on:
@@ -822,52 +821,64 @@ func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota,
 	}
 }
 
-// logFree is when the partition's next request fits the sliding log
-// its send log counts, once the counts of its answers fit an exact log
-// of our requests (quota.counted, logTimes): a window after the
-// limit-th newest request in it, and the spread of the way there; zero
-// if fewer are in it. A log admits its limit in any window, bursts
+// logFree is when the partition's next request fits every sliding log
+// its send log times (logged), once the counts of their answers fit an
+// exact log of our requests: a window after the limit-th newest request
+// in each, and the spread of the way there; zero if none is timed or
+// each holds fewer. A log admits its limit in any window, bursts
 // included, so it is not paced under its limit (quota.pace). g.mu must
 // be held.
 func (g *gate) logFree() time.Time {
-	l := g.rl.sends
-	return l.freeAt(g.quotas[l.quota].limit, g.quotas[l.quota].window+spanClock, g.rl.rtt.spread())
+	var t time.Time
+	for i := range g.quotas {
+		if g.logged(i) {
+			q := &g.quotas[i]
+			t = maxTime(t, g.rl.sends.freeAt(q.limit, q.window+spanClock, g.rl.rtt.spread()))
+		}
+	}
+	return t
 }
 
-// logFull is when the partition's next request fits a sliding log whose
-// window its answers' counts have not pinned yet (logTimes), once what
-// the last answer said remains is spent (quota.pace lets that much go at
-// once): as logFree, with the window the quota was taken to have (as
-// far as its resets reach, or span's guess: fell), not less than its
-// length; zero if it is no such log, room remains, or the send log holds
-// fewer. wire is the partition's requests on the wire, this one
-// included. g.mu must be held.
+// logFull is when the partition's next request fits the sliding logs
+// whose windows their answers' counts have not pinned yet (logged), once
+// what the last answer said remains of them is spent (quota.pace lets
+// that much go at once): as logFree, with the window each quota was
+// taken to have (as far as its resets reach, or span's guess: fell), not
+// less than its length; zero if there is no such log, room remains, or
+// the send log holds fewer. wire is the partition's requests on the
+// wire, this one included. g.mu must be held.
 func (g *gate) logFull(wire int) time.Time {
-	if q := g.logQuota(); q == nil || !q.sliding() || !q.log || q.counted || q.left(wire) > 0 {
-		return time.Time{}
+	var t time.Time
+	for i := range g.quotas {
+		q := &g.quotas[i]
+		if g.rl.sends.bounds[i].off || !q.sliding() || !q.log || q.counted || q.left(wire) > 0 {
+			continue
+		}
+		t = maxTime(t, g.rl.sends.freeAt(q.limit, q.window+spanClock, g.rl.rtt.spread()))
 	}
-	return g.logFree()
+	return t
 }
 
-// logTimes reports whether the send log times the partition's requests
-// (logFree) rather than the pace of its quota (quota.pace): the quota is
-// a sliding window whose answers' counts fit an exact log of our
-// requests, and no request the log timed was refused (a log that other
-// clients' requests share, or one less exact than it looked, is paced
-// from then on). g.mu must be held.
+// logTimes reports whether the send log times any of the partition's
+// quotas (logged). g.mu must be held.
 func (g *gate) logTimes() bool {
-	q := g.logQuota()
-	return q != nil && q.counted && q.sliding()
+	for i := range g.quotas {
+		if g.logged(i) {
+			return true
+		}
+	}
+	return false
 }
 
-// logQuota is the quota the partition's send log counts, or nil when it
-// keeps none or a request the log timed was refused (sendLog.off). g.mu
-// must be held.
-func (g *gate) logQuota() *quota {
-	if g.rl == nil || g.rl.sends == nil || g.rl.sends.off || g.rl.sends.quota >= len(g.quotas) {
-		return nil
-	}
-	return &g.quotas[g.rl.sends.quota]
+// logged reports whether the send log times the partition's requests by
+// its i-th quota (logFree) rather than by the pace of that quota
+// (quota.pace): the quota is a sliding window whose answers' counts fit
+// an exact log of our requests, and no request the log timed was refused
+// with its fields (a log that other clients' requests share, or one less
+// exact than it looked, is paced from then on). g.mu must be held.
+func (g *gate) logged(i int) bool {
+	q := &g.quotas[i]
+	return g.rl != nil && g.rl.sends != nil && !g.rl.sends.bounds[i].off && q.counted && q.sliding()
 }
 
 // shorten brings a pause that quotas at zero began forward to the latest

@@ -661,11 +661,14 @@ func (k *koaRedisLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // towards zero — 0 for a window of a second. With disableHeader it writes
 // nothing else; otherwise X-RateLimit-Remaining (remaining−1, 0 at
 // none), X-RateLimit-Reset (the fractional epoch seconds) and
-// X-RateLimit-Limit on every answer.
+// X-RateLimit-Limit on every answer. Its clock is Date.now() when the
+// driver loaded, in whole milliseconds, plus the monotonic time since:
+// lag behind ours (up to a millisecond).
 type koaMemory struct {
 	max           int
 	duration      time.Duration
 	disableHeader bool
+	lag           time.Duration
 
 	mu        sync.Mutex
 	reset     time.Time
@@ -674,7 +677,7 @@ type koaMemory struct {
 
 func (k *koaMemory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	k.mu.Lock()
-	now := time.Now().Truncate(time.Microsecond)
+	now := time.Now().Add(-k.lag).Truncate(time.Microsecond)
 	if k.reset.IsZero() || k.reset.Before(now) {
 		k.reset, k.remaining = now.Add(k.duration), k.max
 	} else {
@@ -862,30 +865,41 @@ func (b *traefikBucket) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // nestThrottler mimics @nestjs/throttler 6.7 (ThrottlerGuard over its
 // ThrottlerStorageService), as read from its source and run against the
-// real one (bench/realservers/servers.js). Its count is a log: each hit
-// leaves ttl after it came. Beside it, a window that starts at the first
-// request after the last one expired, whose end X-RateLimit-Reset gives in
-// whole seconds left, rounded up (Math.ceil) — an end the log does not
-// keep. The hit that takes the log over the limit is logged and blocks
-// the client for blockDuration (the ttl): every request until then is
-// refused with Retry-After (the block's seconds left, rounded up) and not
-// logged, and the first after it empties the log and is logged alone.
-// Remaining is limit − the log's hits, this one's included, at least 0. A
-// throttler named other than "default" suffixes every field with "-" and
-// its name (Retry-After-short); with noHeaders, none is written.
+// real one (bench/realservers/servers.js), with one throttler or several
+// (each a nestThrottle of its own). The guard asks each in the order of
+// their ttl; the first that blocks the request refuses it, with its own
+// Retry-After (suffixed with its name) beside the fields of those before
+// it, and those after it do not count it. With noHeaders, no field is
+// written.
 //
 // Node.js runs one request at a time: each takes the server nestServe,
-// in turn, before its hit is counted (the real one, on loopback, took a
+// in turn, before its hits are counted (the real one, on loopback, took a
 // first wave of ten over 14-21 ms), so a wave's hits are counted well
-// after it reached the server, and leave the log as late.
+// after it reached the server, and leave the logs as late.
 type nestThrottler struct {
-	limit     int
-	ttl       int64 // ms, as blockDuration
-	name      string
-	noHeaders bool
+	throttlers []nestThrottle // by ttl
+	noHeaders  bool
 
-	mu           sync.Mutex
-	busy         time.Time // when the event loop is free
+	mu   sync.Mutex
+	busy time.Time // when the event loop is free
+}
+
+// nestThrottle is one throttler's record of the client. Its count is a
+// log: each hit leaves ttl after it came. Beside it, a window that starts
+// at the first request after the last one expired, whose end
+// X-RateLimit-Reset gives in whole seconds left, rounded up (Math.ceil) —
+// an end the log does not keep. The hit that takes the log over the
+// limit is logged and blocks the client for blockDuration (the ttl):
+// every request until then is refused with Retry-After (the block's
+// seconds left, rounded up) and not logged, and the first after it
+// empties the log and is logged alone. Remaining is limit − the log's
+// hits, this one's included, at least 0. A throttler named other than
+// "default" suffixes every field with "-" and its name (Retry-After-short).
+type nestThrottle struct {
+	limit int
+	ttl   int64 // ms, as blockDuration
+	name  string
+
 	started      bool
 	hits         []int64 // when each logged hit leaves, ms
 	expiresAt    int64   // the window X-RateLimit-Reset tells of, ms
@@ -897,19 +911,15 @@ type nestThrottler struct {
 // is counted.
 const nestServe = time.Millisecond
 
-func (n *nestThrottler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	n.mu.Lock()
-	n.busy = maxTime(n.busy, time.Now()).Add(nestServe)
-	turn := n.busy
-	n.mu.Unlock()
-	time.Sleep(time.Until(turn))
-	n.mu.Lock()
-	now := simNowMs()
+// increment is the storage's increment for a request at now (ms): the
+// hits in the log, this one's included, the window's seconds left, and
+// whether the client is blocked, for how many seconds more.
+func (n *nestThrottle) increment(now int64) (total int, toExpire int64, blocked bool, toBlockExpire int64) {
 	if !n.started {
 		n.started, n.expiresAt = true, now+n.ttl
 	}
 	n.hits = slices.DeleteFunc(n.hits, func(exp int64) bool { return exp <= now })
-	toExpire := simCeilDiv(n.expiresAt-now, 1000)
+	toExpire = simCeilDiv(n.expiresAt-now, 1000)
 	if toExpire <= 0 {
 		n.expiresAt = now + n.ttl
 		toExpire = simCeilDiv(n.ttl, 1000)
@@ -920,31 +930,49 @@ func (n *nestThrottler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	if len(n.hits) > n.limit && !n.blocked {
 		n.blocked, n.blockExpires = true, now+n.ttl
 	}
-	toBlockExpire := simCeilDiv(n.blockExpires-now, 1000)
+	toBlockExpire = simCeilDiv(n.blockExpires-now, 1000)
 	if toBlockExpire <= 0 && n.blocked {
 		n.blocked = false
 		n.hits = append(n.hits[:0], now+n.ttl)
 	}
-	blocked, total := n.blocked, len(n.hits)
+	return len(n.hits), toExpire, n.blocked, toBlockExpire
+}
+
+// suffix is what the throttler's fields end with.
+func (n *nestThrottle) suffix() string {
+	if n.name == "" || n.name == "default" {
+		return ""
+	}
+	return "-" + n.name
+}
+
+func (n *nestThrottler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	n.mu.Lock()
+	n.busy = maxTime(n.busy, time.Now()).Add(nestServe)
+	turn := n.busy
 	n.mu.Unlock()
-	suffix := ""
-	if n.name != "" && n.name != "default" {
-		suffix = "-" + n.name
-	}
+	time.Sleep(time.Until(turn))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := simNowMs()
 	h := w.Header()
-	if blocked {
-		if !n.noHeaders {
-			h.Set("Retry-After"+suffix, strconv.FormatInt(toBlockExpire, 10))
-			h.Set(askedWait, (time.Duration(toBlockExpire) * time.Second).String())
+	for i := range n.throttlers {
+		t := &n.throttlers[i]
+		total, toExpire, blocked, toBlockExpire := t.increment(now)
+		if blocked {
+			if !n.noHeaders {
+				h.Set("Retry-After"+t.suffix(), strconv.FormatInt(toBlockExpire, 10))
+				h.Set(askedWait, (time.Duration(toBlockExpire) * time.Second).String())
+			}
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"statusCode":429,"message":"ThrottlerException: Too Many Requests"}`)
+			return
 		}
-		w.WriteHeader(http.StatusTooManyRequests)
-		fmt.Fprint(w, `{"statusCode":429,"message":"ThrottlerException: Too Many Requests"}`)
-		return
-	}
-	if !n.noHeaders {
-		h.Set("X-RateLimit-Limit"+suffix, strconv.Itoa(n.limit))
-		h.Set("X-RateLimit-Remaining"+suffix, strconv.Itoa(max(0, n.limit-total)))
-		h.Set("X-RateLimit-Reset"+suffix, strconv.FormatInt(toExpire, 10))
+		if !n.noHeaders {
+			h.Set("X-RateLimit-Limit"+t.suffix(), strconv.Itoa(t.limit))
+			h.Set("X-RateLimit-Remaining"+t.suffix(), strconv.Itoa(max(0, t.limit-total)))
+			h.Set("X-RateLimit-Reset"+t.suffix(), strconv.FormatInt(toExpire, 10))
+		}
 	}
 	fmt.Fprint(w, "ok")
 }

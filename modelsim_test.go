@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/throttlekit/throttle/internal/testutil/ideal"
 	"github.com/throttlekit/throttle/limiters"
 	"github.com/throttlekit/throttle/repository"
 	"github.com/throttlekit/throttle/server"
@@ -281,16 +282,26 @@ func modelBehaviours() []modelBehaviour {
 			return &haproxyTable{limit: int64(q.n), period: q.window.Milliseconds(), bare: true}, nil
 		}, idealSliding),
 		// @nestjs/throttler as its documentation sets it up, and as it
-		// writes its fields for a throttler with a name, and with none.
+		// writes its fields for a throttler with a name, and with none;
+		// and with two throttlers, as its documentation's example of
+		// several (as bench/realservers/servers.js's "several").
 		std("n/nestjs throttler", func(q simQuota) (http.Handler, func()) {
-			return &nestThrottler{limit: q.n, ttl: q.window.Milliseconds()}, nil
+			return &nestThrottler{throttlers: []nestThrottle{{limit: q.n, ttl: q.window.Milliseconds()}}}, nil
 		}, idealWindowed),
 		std("n/nestjs throttler named", func(q simQuota) (http.Handler, func()) {
-			return &nestThrottler{limit: q.n, ttl: q.window.Milliseconds(), name: "short"}, nil
+			return &nestThrottler{throttlers: []nestThrottle{{limit: q.n, ttl: q.window.Milliseconds(), name: "short"}}}, nil
 		}, idealWindowed),
 		std("n/nestjs throttler, no headers", func(q simQuota) (http.Handler, func()) {
-			return &nestThrottler{limit: q.n, ttl: q.window.Milliseconds(), noHeaders: true}, nil
+			return &nestThrottler{throttlers: []nestThrottle{{limit: q.n, ttl: q.window.Milliseconds()}}, noHeaders: true}, nil
 		}, idealWindowed),
+		std("n/nestjs throttlers short and long", func(q simQuota) (http.Handler, func()) {
+			return &nestThrottler{throttlers: []nestThrottle{
+				{limit: q.n, ttl: q.window.Milliseconds(), name: "short"},
+				{limit: 3 * q.n, ttl: 5 * q.window.Milliseconds(), name: "long"},
+			}}, nil
+		}, func(q simQuota, total int, _ time.Duration) time.Duration {
+			return ideal.Logs(total, ideal.Log{N: q.n, Window: q.window}, ideal.Log{N: 3 * q.n, Window: 5 * q.window})
+		}),
 		std("o/rate-limiter-flexible memory, README headers", func(q simQuota) (http.Handler, func()) {
 			return &flexibleMemory{points: q.n, duration: q.window.Milliseconds(), headers: true}, nil
 		}, idealWindowed),

@@ -32,17 +32,15 @@ import (
 const sendLogSize = 256
 
 // sendLog is a partition's last sends, by sequence number (ticket.seq),
-// what became of them, and the bounds on one sliding quota's window its
-// answers gave.
+// what became of them, and the bounds on each quota's window its answers
+// gave (a server may keep several logs of a client's requests:
+// @nestjs/throttler's documentation sets up three, of 1, 10 and 60 s).
 type sendLog struct {
-	base  time.Time          // at is counted from base
-	at    [sendLogSize]int64 // nanoseconds after base
-	state [sendLogSize]sendState
-	next  uint32        // the sequence number of the last send (from 1)
-	quota int           // the index of the quota the bounds are of
-	lo    time.Duration // the window is longer than lo
-	hi    time.Duration // and at most hi (0: unknown)
-	off   bool          // a request it timed was refused: the quota is paced (gate.logTimes)
+	base   time.Time          // at is counted from base
+	at     [sendLogSize]int64 // nanoseconds after base
+	state  [sendLogSize]sendState
+	next   uint32               // the sequence number of the last send (from 1)
+	bounds [maxQuotas]logBounds // by the quota's index
 	// wave is how many sends the log began with: the first wave's, all
 	// sent when it was (sequence numbers 1 to wave), whose tickets carry
 	// none; their answers take them in turn from waveNext (firstWave).
@@ -53,6 +51,15 @@ type sendLog struct {
 	// been taken that much later than it went (lateBy, lateness).
 	trip  [sendLogSize]uint16
 	quick time.Duration
+}
+
+// logBounds are the bounds the answers of one quota put on its window,
+// if it is a log of our requests (count), and whether the send log still
+// times it.
+type logBounds struct {
+	lo  time.Duration // the window is longer than lo
+	hi  time.Duration // and at most hi (0: unknown)
+	off bool          // a request it timed was refused: the quota is paced (gate.logTimes)
 }
 
 // tripUnit is the unit of sendLog.trip: up to 6.5 s.
@@ -167,12 +174,12 @@ func (l *sendLog) has(seq uint32) bool {
 }
 
 // count applies an answer to the request seq saying that c of the
-// client's requests were in the window, the request included: the window
-// is longer than the span back to the c-th admitted send and at most the
-// span back to the (c+1)-th, each widened by jitter. Bounds that cross
-// the ones before (the server is no exact log, or its window changed)
-// start over from this answer's.
-func (l *sendLog) count(seq uint32, c int64, jitter time.Duration) {
+// client's requests were in a quota's window, the request included, to
+// its bounds b: the window is longer than the span back to the c-th
+// admitted send and at most the span back to the (c+1)-th, each widened
+// by jitter. Bounds that cross the ones before (the server is no exact
+// log, or its window changed) start over from this answer's.
+func (l *sendLog) count(b *logBounds, seq uint32, c int64, jitter time.Duration) {
 	if !l.has(seq) {
 		return
 	}
@@ -225,24 +232,24 @@ func (l *sendLog) count(seq uint32, c int64, jitter time.Duration) {
 	if found < c {
 		return // the log does not reach back that far
 	}
-	if hi != 0 && l.hi != 0 && (lo >= l.hi || hi <= l.lo) {
-		l.lo, l.hi = lo, hi
+	if hi != 0 && b.hi != 0 && (lo >= b.hi || hi <= b.lo) {
+		b.lo, b.hi = lo, hi
 		return
 	}
-	l.lo = max(l.lo, lo)
-	if hi != 0 && (l.hi == 0 || hi < l.hi) {
-		l.hi = hi
+	b.lo = max(b.lo, lo)
+	if hi != 0 && (b.hi == 0 || hi < b.hi) {
+		b.hi = hi
 	}
 }
 
 // window is the window's length the bounds allow, when they allow a
 // single whole number of seconds (windows are configured in seconds), or 0.
-func (l *sendLog) window() time.Duration {
-	if l.hi == 0 {
+func (b *logBounds) window() time.Duration {
+	if b.hi == 0 {
 		return 0
 	}
-	w := (max(l.lo, 0)/time.Second + 1) * time.Second
-	if w > l.hi || w+time.Second <= l.hi {
+	w := (max(b.lo, 0)/time.Second + 1) * time.Second
+	if w > b.hi || w+time.Second <= b.hi {
 		return 0
 	}
 	return w

@@ -27,17 +27,19 @@ func TestSendLogBoundsTheWindow(t *testing.T) {
 	}
 	// A log of 1 s holds the answered request and the four before it
 	// (4 × 213 ms = 852 ms back; the fifth, 1,065 ms back, has left).
-	l.count(seqs[10], 5, 10*time.Millisecond)
-	assert.Equal(t, 852*time.Millisecond-10*time.Millisecond, l.lo)
-	assert.Equal(t, 1065*time.Millisecond+10*time.Millisecond, l.hi)
-	assert.Equal(t, time.Second, l.window())
+	var b logBounds
+	l.count(&b, seqs[10], 5, 10*time.Millisecond)
+	assert.Equal(t, 852*time.Millisecond-10*time.Millisecond, b.lo)
+	assert.Equal(t, 1065*time.Millisecond+10*time.Millisecond, b.hi)
+	assert.Equal(t, time.Second, b.window())
 
 	// Too few answered yet to tell: the log does not reach back.
 	var short sendLog
 	short.base = t0
 	s := short.add(t0)
-	short.count(s, 3, 0)
-	assert.Zero(t, short.window())
+	var sb logBounds
+	short.count(&sb, s, 3, 0)
+	assert.Zero(t, sb.window())
 
 	// A request before it not answered yet may still be refused, and so
 	// not be in the log: the count bounds nothing.
@@ -49,9 +51,10 @@ func TestSendLogBoundsTheWindow(t *testing.T) {
 			pending.admitted(seqs[i])
 		}
 	}
-	pending.count(seqs[9], 5, 0)
-	assert.Zero(t, pending.hi)
-	assert.Zero(t, pending.lo)
+	var pb logBounds
+	pending.count(&pb, seqs[9], 5, 0)
+	assert.Zero(t, pb.hi)
+	assert.Zero(t, pb.lo)
 }
 
 // TestSendLogSendsTogether: requests sent within the jitter of the
@@ -76,9 +79,10 @@ func TestSendLogSendsTogether(t *testing.T) {
 	// the server counted three of the burst before it. Read in our
 	// log's order, the fourth back is an old send 2.03 s back — a window
 	// longer than two seconds, where the log is of two.
-	l.count(burst[0], 4, time.Millisecond)
-	assert.Less(t, l.lo, 2*time.Second, "the c-th counted may be one of the burst")
-	assert.Zero(t, l.window(), "nothing pinned by a burst alone")
+	var b logBounds
+	l.count(&b, burst[0], 4, time.Millisecond)
+	assert.Less(t, b.lo, 2*time.Second, "the c-th counted may be one of the burst")
+	assert.Zero(t, b.window(), "nothing pinned by a burst alone")
 
 	// The last of the burst, answered "1 of yours": counted first, the
 	// four before it in our log not yet. Its bound back reaches past them.
@@ -93,8 +97,9 @@ func TestSendLogSendsTogether(t *testing.T) {
 	for _, s := range b2 {
 		l2.admitted(s)
 	}
-	l2.count(b2[4], 1, time.Millisecond)
-	assert.GreaterOrEqual(t, l2.hi, 2*time.Second, "the first past the window may be an old send")
+	var bb logBounds
+	l2.count(&bb, b2[4], 1, time.Millisecond)
+	assert.GreaterOrEqual(t, bb.hi, 2*time.Second, "the first past the window may be an old send")
 }
 
 // TestSendLogSkipsRefused: a refused request is not in a log (it keeps
@@ -108,26 +113,28 @@ func TestSendLogSkipsRefused(t *testing.T) {
 	l.admitted(a)
 	l.refused(b)
 	l.admitted(c)
-	l.count(d, 2, 0)
-	assert.Equal(t, 500*time.Millisecond, l.lo, "back to c")
-	assert.Equal(t, 1200*time.Millisecond, l.hi, "back to a, not b")
-	assert.Equal(t, time.Second, l.window())
+	var bd logBounds
+	l.count(&bd, d, 2, 0)
+	assert.Equal(t, 500*time.Millisecond, bd.lo, "back to c")
+	assert.Equal(t, 1200*time.Millisecond, bd.hi, "back to a, not b")
+	assert.Equal(t, time.Second, bd.window())
 }
 
 // TestSendLogStartsOver: bounds that cross the ones before (no exact log,
 // or a window that changed) are replaced, not narrowed to nothing; and
 // bounds that allow two whole seconds tell no window.
 func TestSendLogStartsOver(t *testing.T) {
-	l := sendLog{base: t0, lo: 1500 * time.Millisecond, hi: 1900 * time.Millisecond}
+	l := sendLog{base: t0}
+	b := logBounds{lo: 1500 * time.Millisecond, hi: 1900 * time.Millisecond}
 	a := l.add(t0)
-	b := l.add(t0.Add(300 * time.Millisecond))
+	s2 := l.add(t0.Add(300 * time.Millisecond))
 	l.admitted(a)
-	l.count(b, 1, 0) // in (0, 300 ms]: crosses (1.5 s, 1.9 s]
-	assert.Equal(t, time.Duration(0), l.lo)
-	assert.Equal(t, 300*time.Millisecond, l.hi)
-	assert.Zero(t, l.window(), "no whole second in (0, 300 ms]")
-	l.lo, l.hi = 500*time.Millisecond, 2500*time.Millisecond
-	assert.Zero(t, l.window(), "one second or two")
+	l.count(&b, s2, 1, 0) // in (0, 300 ms]: crosses (1.5 s, 1.9 s]
+	assert.Equal(t, time.Duration(0), b.lo)
+	assert.Equal(t, 300*time.Millisecond, b.hi)
+	assert.Zero(t, b.window(), "no whole second in (0, 300 ms]")
+	b.lo, b.hi = 500*time.Millisecond, 2500*time.Millisecond
+	assert.Zero(t, b.window(), "one second or two")
 }
 
 // TestSendLogFreeAt: the next request fits a log of limit a window after
@@ -255,4 +262,38 @@ func TestSendLogStartsWithTheFirstWave(t *testing.T) {
 	assert.Equal(t, t0.Add(1040*time.Millisecond), l.freeAt(1, time.Second, 0), "the last answered, last")
 	s := l.add(t0.Add(50 * time.Millisecond))
 	assert.Equal(t, uint32(4), s, "the sends after the wave follow it")
+}
+
+// TestSendLogTimesEveryLog: a server may keep several logs of a client's
+// requests (@nestjs/throttler's documentation sets up three); the send
+// log times the next request by each it found, the one that frees last
+// binding — not by the first alone (timed by its "long" log of 30 per
+// 5 s only, a real one refused a request its "short" log of 10 a second
+// still held, and blocked the client for a second). A refusal that
+// carries one log's fields stops the timing of that one only.
+func TestSendLogTimesEveryLog(t *testing.T) {
+	now := t0
+	g := &gate{key: "api.test", maxPause: time.Minute}
+	g.quotas = []quota{{name: "short", limit: 3}, {name: "long", limit: 5}}
+	for i, w := range []time.Duration{time.Second, 5 * time.Second} {
+		q := &g.quotas[i]
+		q.known, q.log, q.refill, q.window, q.counted = true, true, true, w, true
+	}
+	l := &sendLog{base: now}
+	g.rl = &traits{sends: l}
+	for _, ms := range []int{0, 100, 200, 1000, 1100} {
+		l.admitted(l.add(now.Add(time.Duration(ms) * time.Millisecond)))
+	}
+	require.True(t, g.logged(0) && g.logged(1) && g.logTimes())
+	// The short log frees its third newest (200 ms) a second on; the
+	// long one its fifth newest (0) five seconds on: that binds.
+	assert.Equal(t, now.Add(5*time.Second+spanClock), g.logFree())
+
+	tk := &ticket{seq: l.add(now.Add(2 * time.Second))}
+	short := &headers.Quota{Name: "short", Limit: 3, Remaining: 0, Reset: now.Add(3 * time.Second)}
+	g.counted(0, &g.quotas[0], tk, &answer{status: 429}, short, now.Add(2*time.Second))
+	assert.False(t, g.logged(0), "refused with its fields: paced from now on")
+	assert.True(t, g.logged(1), "the long log is still timed")
+	assert.True(t, g.timedBy(1))
+	assert.False(t, g.timedBy(0))
 }

@@ -17,10 +17,21 @@ import (
 // client's first request is learnt better from the request that opened
 // it: span, in quota.go.)
 type wholeSecond struct {
-	reset int64 // the whole-second reset the current pause waits for, in Unix seconds; 0: none
-	phase phase // how long after its whole-second resets this server's really come
-	steps int32 // probes refused since reset passed
+	reset int64  // the whole-second reset the current pause waits for, in Unix seconds; 0: none
+	phase phase  // how long after its whole-second resets this server's really come
+	steps int16  // probes refused since reset passed, up to maxSteps
+	lag   uint16 // how far the server's clock lags ours, in lagUnits, as its resets finer than the second show (lagged)
 }
+
+// maxSteps is where wholeSecond.steps stops counting: the wait doubles
+// six times at most.
+const maxSteps = 6
+
+// lagUnit is the unit of wholeSecond.lag: up to 6.5 s.
+const lagUnit = 100 * time.Microsecond
+
+// lagging is how far the server's clock lags ours (lagged).
+func (w *wholeSecond) lagging() time.Duration { return time.Duration(w.lag) * lagUnit }
 
 // phase is a wholeSecond's phase: a duration under a second, in
 // nanoseconds, held in four bytes (every partition keeps one).
@@ -42,10 +53,13 @@ const firstStep = 50 * time.Millisecond
 // second its resets fall: 0 for windows on the clock, up to a second for
 // windows that start at a client's first request); once R has passed while
 // nothing remains, it probes again after 50 ms, 100 ms, 200 ms, … up to
-// R+1s, and the probe that gets through teaches it the phase. Any other
-// reset that has passed while nothing remains means "not yet", not "no
-// information". A reset finer than the second is allowed resetSlack for its
-// rounding. (Backoff, which keeps no state, uses a zero wholeSecond.)
+// R+1s, and the probe that gets through teaches it the phase. A reset
+// finer than the second is allowed resetSlack for its rounding, and the
+// lag of the server's clock behind ours its refusals showed (lagged); one
+// that has passed while nothing remains is waited for as long again. Any
+// other reset that has passed while nothing remains means "not yet", not
+// "no information". (Backoff, which keeps no state, uses a zero
+// wholeSecond.)
 func (w *wholeSecond) resetFor(q *headers.Quota, now time.Time) time.Time {
 	r := q.Reset
 	if r.IsZero() {
@@ -69,10 +83,23 @@ func (w *wholeSecond) resetFor(q *headers.Quota, now time.Time) time.Time {
 					return t // the phase we learnt says when
 				}
 			}
-			step := firstStep << min(w.steps, 6)
-			w.steps++
+			step := firstStep << w.steps
+			w.steps = min(w.steps+1, maxSteps)
 			return minTime(now.Add(step), end)
 		}
+	} else if !wholeSeconds(r, now) {
+		if end := r.Add(w.lagging() + resetSlack); end.After(now) {
+			return end
+		}
+		if q.Remaining == 0 {
+			// Told finer than the second, passed by our clock and
+			// still at zero: the answer was on its way when the window
+			// turned, or the server's clock lags ours (lagged) — by
+			// milliseconds, not the second notYet allows a reset
+			// rounded down.
+			return now.Add(w.lagging() + resetSlack)
+		}
+		return r
 	} else if r.After(now) {
 		return r.Add(resetSlack)
 	}
@@ -80,6 +107,30 @@ func (w *wholeSecond) resetFor(q *headers.Quota, now time.Time) time.Time {
 		return now.Add(notYet)
 	}
 	return r
+}
+
+// lagged learns, from a refusal of a request sent at sent, how far the
+// server's clock lags ours: a quota at zero whose reset, written finer
+// than the second, had passed by our clock when the request went, was
+// still running by the server's when it came. Its resets are waited for
+// that much longer from then on, and twice as long after each such
+// refusal, up to notYet. (koa-ratelimit's memory driver reads its clock
+// as Date.now() when it loaded, in whole milliseconds, plus the
+// monotonic time since: up to a millisecond behind. On a loaded machine
+// every window's first request, sent at its reset, was refused, and the
+// second of notYet waited after it: 2.01x.)
+func (w *wholeSecond) lagged(info headers.Info, sent, now time.Time) {
+	if sent.IsZero() {
+		return
+	}
+	for i := range info.Quotas {
+		q := &info.Quotas[i]
+		if q.Remaining != 0 || q.Reset.IsZero() || q.Reset.After(sent) || wholeSeconds(q.Reset, now) {
+			continue
+		}
+		lag := min(max(2*w.lagging(), sent.Sub(q.Reset)+resetSlack), notYet)
+		w.lag = uint16((lag + lagUnit - 1) / lagUnit)
+	}
 }
 
 // wholeSeconds reports whether a reset read at now was written in whole

@@ -23,6 +23,7 @@ import (
 
 	"github.com/throttlekit/throttle"
 	"github.com/throttlekit/throttle/headers"
+	"github.com/throttlekit/throttle/internal/testutil/ideal"
 	"github.com/throttlekit/throttle/internal/testutil/redistest"
 )
 
@@ -74,7 +75,11 @@ import (
 //     request then refused with Retry-After (the block's seconds left,
 //     rounded up), and the first after it empties the log. A throttler
 //     with a name suffixes every field with it (X-RateLimit-Remaining-short,
-//     Retry-After-short); setHeaders false, a bare 429.
+//     Retry-After-short); setHeaders false, a bare 429; and several
+//     throttlers, as its documentation's example of them (short and
+//     long: the limit a window, and three times it per five windows,
+//     which binds), each a log of its own, their fields side by side,
+//     a 429 saying only the Retry-After-<name> of the one that refused.
 //   - rate-limiter-flexible (RateLimiterMemory, a fixed window from a
 //     client's first request) behind the Express middleware its wiki
 //     gives: a bare 429, or with the fields its README suggests on every
@@ -320,6 +325,17 @@ type realCase struct {
 
 func (c realCase) name() string { return c.server + "/" + c.mode + "/" + c.realSetting.String() }
 
+// ideal is the least time N units take through c's server: through its
+// setting's window (realSetting.ideal), or, for @nestjs/throttler's
+// several throttlers (servers.js), through both of its logs at once:
+// the limit a window, and three times it per five windows.
+func (c realCase) ideal(n int) time.Duration {
+	if c.server == "@nestjs/throttler" && c.mode == "several" {
+		return ideal.Logs(n, ideal.Log{N: c.limit, Window: c.window}, ideal.Log{N: 3 * c.limit, Window: 5 * c.window})
+	}
+	return c.realSetting.ideal(n)
+}
+
 // usesRedis says whether c's server keeps its counts in Redis.
 func (c realCase) usesRedis() bool { return strings.HasPrefix(c.mode, "redis") }
 
@@ -353,7 +369,7 @@ func realCases() []realCase {
 		{"@fastify/rate-limit", []string{"default", "draft", "continue-exceeding", "exponential-backoff"}},
 		{"koa-ratelimit", []string{"headers", "disable-header", "redis", "redis-disable-header"}},
 		{"flask-limiter", []string{"fixed-window", "moving-window", "moving-window-http-date", "elastic", "none"}},
-		{"@nestjs/throttler", []string{"default", "named", "no-headers"}},
+		{"@nestjs/throttler", []string{"default", "named", "no-headers", "several"}},
 		{"rate-limiter-flexible", []string{"headers", "bare"}},
 	}
 	var cs []realCase

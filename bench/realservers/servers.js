@@ -129,6 +129,17 @@ const nestModes = {
   default: {},
   named: { name: 'short' },
   'no-headers': { setHeaders: false },
+  // Several throttlers, as the documentation's example (short, medium and
+  // long: 3 per 1 s, 20 per 10 s, 100 per 60 s), scaled to runs of a few
+  // windows: "short" of the limit per window and "long" of three times
+  // it per five windows, which binds. Each is kept apart, in the order of
+  // their ttl; a request one blocks is not counted by those after it,
+  // and its 429 carries the fields of those before it and its own
+  // Retry-After-<name>.
+  several: (s) => [
+    { name: 'short', ttl: s.windowMs, limit: s.limit },
+    { name: 'long', ttl: 5 * s.windowMs, limit: 3 * s.limit },
+  ],
 };
 
 let nest; // NestJS, loaded only when a NestJS server is asked for
@@ -150,7 +161,7 @@ async function startNest(s) {
   nest.Get('/')(Root.prototype, 'get', Object.getOwnPropertyDescriptor(Root.prototype, 'get'));
   class App {}
   nest.Module({
-    imports: [nest.ThrottlerModule.forRoot([{ ttl: s.windowMs, limit: s.limit, ...mode }])],
+    imports: [nest.ThrottlerModule.forRoot(typeof mode === 'function' ? mode(s) : [{ ttl: s.windowMs, limit: s.limit, ...mode }])],
     controllers: [Root],
     providers: [{ provide: nest.APP_GUARD, useClass: nest.ThrottlerGuard }],
   })(App);
