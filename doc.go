@@ -171,7 +171,10 @@
 //     writes its reset as when the log will be empty, a second or more
 //     beyond a window); once the counts pin it, the next request goes a
 //     window after the limit-th newest of ours, not paced under the
-//     limit, until one it timed is refused.
+//     limit, until one it timed is refused. A server may keep several
+//     such logs of a client's requests (@nestjs/throttler's several
+//     throttlers): each is bounded and timed so, and the one that frees
+//     last holds the next request.
 //     A window every request restarts (Flask-Limiter's elastic window)
 //     is told by a refusal that pushed its reset a second or more on
 //     while every answer's reset lay a whole number of seconds (rounded
@@ -204,9 +207,13 @@
 //     end where its length, learned from the windows before, puts it,
 //     within the second after the reset); resets written to the
 //     millisecond (Reset-After: 0.25) rounded, so a millisecond short (the
-//     Transport waits that millisecond more); a reset that has passed while
-//     nothing remains means "not yet", not "no information"; windows that
-//     start at a client's first request.
+//     Transport waits that millisecond more); a server's clock behind
+//     ours (koa-ratelimit's memory driver keeps its own, up to a
+//     millisecond behind): a request refused at zero, sent after such a
+//     reset, shows the lag, which is waited for from then on, doubled on
+//     each such refusal; a reset in whole seconds that has passed while
+//     nothing remains means "not yet", not "no information"; windows
+//     that start at a client's first request.
 //   - No pause exceeds WithMaxPause (default 15 minutes), so a hostile
 //     Retry-After cannot freeze a client. A server that asks for a pause
 //     longer than headers.Parse reads (a Retry-After or a reset more than

@@ -480,6 +480,9 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	if step := g.paceInterval(); step > 0 && now.Add(step).After(next) {
 		next = now.Add(step)
 	}
+	if g.rl != nil {
+		next = maxTime(next, g.rl.turn.spent(wire, now))
+	}
 	if !next.IsZero() && g.nextSend.IsZero() {
 		g.mark(timed)
 	}

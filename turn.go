@@ -50,6 +50,7 @@ type turn struct {
 	clock   bool          // they did again: not a window that starts with ours
 	turned  int           // windows opened after refusals
 	lost    bool          // the current window's opening was not seen: open is a refusal's
+	held    bool          // the current window let its quota through, and the next request was held for its end (spent)
 	// probed: a probe after a wait the server asked for was refused in
 	// the current window; probedLast, in the one before (waitRefused).
 	probed, probedLast bool
@@ -78,7 +79,8 @@ func (t *turn) succeeded(sent time.Time) {
 	if sent.IsZero() || t.open.IsZero() {
 		return
 	}
-	if t.refused && sent.After(t.last) {
+	switch {
+	case t.refused && sent.After(t.last):
 		if !t.lost { // an opening after an unseen one bounds nothing
 			if d := sent.Sub(t.open); d < t.lo-t.lo/turnDoubt {
 				t.contradicted()
@@ -89,10 +91,48 @@ func (t *turn) succeeded(sent time.Time) {
 				}
 			}
 		}
-		t.open, t.ok, t.refused, t.lost = sent, 0, false, false
-		t.probed, t.probedLast = false, t.probed
+	case t.held && !t.refused && !sent.Before(t.open.Add(t.hi)):
+		// Held for the window's end, and let through: the next window,
+		// opened where the bounds said (it bounds nothing new).
+		t.turned++
+	default:
+		t.ok++
+		return
 	}
-	t.ok++
+	t.open, t.ok, t.refused, t.lost, t.held = sent, 1, false, false, false
+	t.probed, t.probedLast = false, t.probed
+}
+
+// spent is when the partition's next request may go, once the current
+// window has let its quota through — the successes since it opened and
+// the requests on the wire (wire) as many as the most a window let
+// through before its first refusal — and its bounds are proven and
+// within a sixteenth of each other: its end (open+hi). Zero otherwise,
+// and where the quota took more than half the window to go through.
+// A window seen to let its quota through and refuse the next needs no
+// refused request to show it again. Over windows of 5 s (10 per window,
+// 10 goroutines 20 ms away, fake time) the refusals went 43 -> 28 for a
+// window on the clock, 30 -> 13 for Flask-Limiter's and
+// rate-limiter-flexible's from a client's first request, 37 -> 13 for a
+// sliding log answering "Retry-After: 1", and @nestjs/throttler with
+// setHeaders false 43 -> 14, 1.49x -> 1.30x. Its hi is a block's, not a
+// window's — a refusal blocks the client for a window from the refusal,
+// and the next window opens after that — and at 5 per 2 s the hold is
+// the longer way round: 28 -> 17 refusals, but 1.21x -> 1.37x.
+func (t *turn) spent(wire int, now time.Time) time.Time {
+	if t.open.IsZero() || t.refused || t.lost || t.clock || t.turned < turnProof || t.lo < aimdHold ||
+		t.hi <= t.lo || t.hi-t.lo > t.hi/16 || t.quota == 0 || t.ok+wire < t.quota {
+		return time.Time{}
+	}
+	if now.Sub(t.open) > t.hi/2 {
+		// The quota went through over most of the window: a pace's
+		// runs between refusals (a sliding window's, whose "windows"
+		// are how long a pace a little too fast takes to be refused),
+		// not a window that lets its quota through and waits to turn.
+		return time.Time{}
+	}
+	t.held = true
+	return t.open.Add(t.hi)
 }
 
 // fewAfterOpening reports whether a refusal of a request sent at sent is

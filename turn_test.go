@@ -216,3 +216,38 @@ func TestTurnFewAfterOpening(t *testing.T) {
 	}
 	assert.False(t, tr.fewAfterOpening(turnAt(10.5)), "its quota through again: a window that turned")
 }
+
+// TestTurnHoldsASpentWindow: once the bounds are proven and close, a
+// window that has let its quota through (successes, and requests on the
+// wire) holds the next request for its end instead of sending it to be
+// refused; the request let through there opens the next window. A quota
+// that took most of the window to go through is a pace's run, not a
+// window's: nothing is held.
+func TestTurnHoldsASpentWindow(t *testing.T) {
+	proven := func() turn {
+		return turn{open: turnAt(0), ok: 8, quota: 10, lo: 4900 * time.Millisecond, hi: 5100 * time.Millisecond, turned: 2}
+	}
+	tr := proven()
+	assert.Zero(t, tr.spent(1, turnAt(1)), "nine of ten: one more may go")
+	assert.Equal(t, turnAt(5.1), tr.spent(2, turnAt(1)), "eight through and two on the wire: spent")
+	assert.True(t, tr.held)
+	tr.succeeded(turnAt(1)) // one of those on the wire
+	assert.Equal(t, turnAt(0), tr.open, "sent before the end: the same window")
+	tr.succeeded(turnAt(5.1))
+	assert.Equal(t, turnAt(5.1), tr.open, "sent at its end: the next window opens")
+	assert.Equal(t, 1, tr.ok)
+	assert.Equal(t, 3, tr.turned)
+	assert.Equal(t, 5100*time.Millisecond, tr.hi, "an opening we chose bounds nothing")
+
+	slow := proven()
+	assert.Zero(t, slow.spent(2, turnAt(3)), "most of the window gone: a pace's run")
+	unproven := proven()
+	unproven.turned = 1
+	assert.Zero(t, unproven.spent(2, turnAt(1)), "one window opened: not yet proven")
+	apart := proven()
+	apart.lo = 4 * time.Second
+	assert.Zero(t, apart.spent(2, turnAt(1)), "bounds a fifth apart: its end is not known")
+	refused := proven()
+	refused.refused = true
+	assert.Zero(t, refused.spent(2, turnAt(1)), "refused already: the pause holds it")
+}
