@@ -38,7 +38,10 @@ import "time"
 // write a constant whatever its window ("Retry-After: 1" over a log of
 // 5 s): once a probe after such a wait is refused (probed, in this window
 // or the last), learn lets the bounds lengthen that pause too, never
-// shorten it. Its zero value bounds nothing.
+// shorten it. Once they are proven and close, a window that has let its
+// quota through holds the next request for its end (spent), and the
+// request let through there opens the next. Its zero value bounds
+// nothing.
 type turn struct {
 	open    time.Time     // when the request that opened the current window left; zero: none
 	ok      int           // successes since open
@@ -115,10 +118,11 @@ func (t *turn) succeeded(sent time.Time) {
 // window on the clock, 30 -> 13 for Flask-Limiter's and
 // rate-limiter-flexible's from a client's first request, 37 -> 13 for a
 // sliding log answering "Retry-After: 1", and @nestjs/throttler with
-// setHeaders false 43 -> 14, 1.49x -> 1.30x. Its hi is a block's, not a
-// window's — a refusal blocks the client for a window from the refusal,
-// and the next window opens after that — and at 5 per 2 s the hold is
-// the longer way round: 28 -> 17 refusals, but 1.21x -> 1.37x.
+// setHeaders false 43 -> 14, 1.49x -> 1.30x. There hi is a block's, not
+// a window's — NestJS blocks a refused client for a window from the
+// refusal, and the next window opens after that — and at 5 per 2 s the
+// hold is the longer way round: 28 -> 17 refusals, but 1.21x -> 1.37x
+// (the pace search had found an even pace under the log's rate).
 func (t *turn) spent(wire int, now time.Time) time.Time {
 	if t.open.IsZero() || t.refused || t.lost || t.clock || t.turned < turnProof || t.lo < aimdHold ||
 		t.hi <= t.lo || t.hi-t.lo > t.hi/16 || t.quota == 0 || t.ok+wire < t.quota {
