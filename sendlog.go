@@ -27,8 +27,9 @@ import (
 // sends before an answered one, so a window's limit up to a little less.
 // (At 128, logs of 128-255 were read from their resets and paced:
 // Flask-Limiter's moving window of 250 per 5 s, 50 goroutines 200 ms
-// away, drew 27 refusals and 1.59x; timed, 0 and 1.25x. A log is 2,896
-// bytes, unsafe.Sizeof, in the partitions that find one.)
+// away, drew 27 refusals and 1.59x; timed, 0 and 1.25x. A log is 3,056
+// bytes, unsafe.Sizeof — 2,896 with the bounds of one quota, 160 more
+// with each quota's — in the partitions that find one.)
 const sendLogSize = 256
 
 // sendLog is a partition's last sends, by sequence number (ticket.seq),
