@@ -46,12 +46,13 @@ type partitions struct {
 }
 
 // part is one partition: its gate, its place in the ring, and its uses:
-// it was used since the eviction hand last passed if they changed since.
+// it was used since a hand last passed if they changed since.
 type part struct {
-	g    *gate // its key is the partition's
-	at   int
-	uses atomic.Uint32 // counts requests, wrapping
-	seen uint32        // uses when the eviction hand last passed; guarded by Transport.mu
+	g     *gate // its key is the partition's
+	at    int32
+	uses  atomic.Uint32 // counts requests, wrapping (its first is not counted)
+	seen  uint32        // uses when the eviction hand last passed; guarded by Transport.mu
+	swept uint32        // uses when the sweeping hand last passed; guarded by Transport.mu
 }
 
 // sweepEvery is how often (every sweepEvery-th request to a known
@@ -76,7 +77,7 @@ func (ps *partitions) add(key string, g *gate) {
 	if len(ps.ring) >= ps.max {
 		ps.evictOne(now)
 	}
-	p := &part{g: g, at: len(ps.ring), seen: ^uint32(0)} // as if used
+	p := &part{g: g, at: int32(len(ps.ring)), seen: ^uint32(0)} // as if used, for the eviction hand
 	ps.ring = append(ps.ring, p)
 	ps.m[key] = p
 }
@@ -88,7 +89,7 @@ func (ps *partitions) remove(i int) {
 	delete(ps.m, p.g.key)
 	last := len(ps.ring) - 1
 	ps.ring[i] = ps.ring[last]
-	ps.ring[i].at = i
+	ps.ring[i].at = int32(i)
 	ps.ring[last] = nil
 	ps.ring = ps.ring[:last]
 	p.at = -1
@@ -104,7 +105,13 @@ const sweepRound = time.Second
 // sweepStep looks at the partitions from the sweeping hand, as many as the
 // time since the last step calls for, and forgets those holding nothing
 // worth remembering (every limit they knew has reset, nothing waits,
-// nothing is on the wire).
+// nothing is on the wire) and not used since the hand last passed. (A
+// partition that one goroutine calls has nothing on the wire between two
+// of its requests, and what its answers taught — the successes since its
+// last pause, which a bare refusal's pace is measured by — is worth
+// keeping: forgotten at its 64th request and every second after, it
+// counted one success where 66 had gone, and paced a server that took 66
+// a second at one request a second.)
 func (ps *partitions) sweepStep(now time.Time) {
 	elapsed := now.Sub(ps.swept)
 	if elapsed < 0 { // the wall clock stepped back
@@ -123,7 +130,15 @@ func (ps *partitions) sweepStep(now time.Time) {
 		if ps.sweep >= len(ps.ring) {
 			ps.sweep = 0
 		}
-		g := ps.ring[ps.sweep].g
+		p := ps.ring[ps.sweep]
+		if u := p.uses.Load(); u != p.swept {
+			// Used since the hand last passed: in use, whatever it holds
+			// now. It gets another turn.
+			p.swept = u
+			ps.sweep++
+			continue
+		}
+		g := p.g
 		g.mu.Lock()
 		forget := g.neutral(now)
 		g.mu.Unlock()
