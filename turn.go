@@ -53,7 +53,8 @@ type turn struct {
 	clock   bool          // they did again: not a window that starts with ours
 	turned  int           // windows opened after refusals
 	lost    bool          // the current window's opening was not seen: open is a refusal's
-	held    bool          // the current window let its quota through, and the next request was held for its end (spent)
+	held    time.Duration // the current window let its quota through, and the next request was held for this long after open (spent); 0: not held
+	blk     block         // the block a refusal may begin, from it
 	// probed: a probe after a wait the server asked for was refused in
 	// the current window; probedLast, in the one before (waitRefused).
 	probed, probedLast bool
@@ -93,16 +94,21 @@ func (t *turn) succeeded(sent time.Time) {
 					t.hi = d
 				}
 			}
+			t.blk.opened(sent)
 		}
-	case t.held && !t.refused && !sent.Before(t.open.Add(t.hi)):
+	case t.held > 0 && !t.refused && !sent.Before(t.open.Add(t.held)):
 		// Held for the window's end, and let through: the next window,
-		// opened where the bounds said (it bounds nothing new).
+		// opened where the bounds said (it bounds nothing new but that a
+		// block's end was the window's: blockHeld).
 		t.turned++
+		if t.held < t.hi-t.hi/turnDoubt {
+			t.blk.held = true
+		}
 	default:
 		t.ok++
 		return
 	}
-	t.open, t.ok, t.refused, t.lost, t.held = sent, 1, false, false, false
+	t.open, t.ok, t.refused, t.lost, t.held = sent, 1, false, false, 0
 	t.probed, t.probedLast = false, t.probed
 }
 
@@ -135,8 +141,11 @@ func (t *turn) spent(wire int, now time.Time) time.Time {
 		// not a window that lets its quota through and waits to turn.
 		return time.Time{}
 	}
-	t.held = true
-	return t.open.Add(t.hi)
+	t.held = t.hi
+	if b := t.blk.end(); b > 0 && b < t.hi-t.hi/turnDoubt {
+		t.held = b
+	}
+	return t.open.Add(t.held)
 }
 
 // fewAfterOpening reports whether a refusal of a request sent at sent is
@@ -157,11 +166,19 @@ func (t *turn) refusedAt(sent, first time.Time, ok int) {
 	if sent.IsZero() || sent.Before(t.open) {
 		return
 	}
+	if t.held > 0 && t.held < t.hi-t.hi/turnDoubt && !sent.Before(t.open.Add(t.held)) {
+		// Held for a block's end short of the window's, and refused: the
+		// refusals begin no block of their own length (blockEnd).
+		t.blk.no = true
+	}
 	if !t.refused {
 		if t.quota > 0 && t.ok > turnRun*t.quota {
-			*t = turn{open: t.open, ok: t.ok}
+			*t = turn{open: t.open, ok: t.ok, blk: t.blk}
 		}
 		t.quota = max(t.quota, t.ok)
+		t.blk.first = sent
+	} else {
+		t.blk.refused(sent)
 	}
 	t.refused, t.last = true, maxTime(t.last, sent)
 	d := sent.Sub(t.open)
@@ -189,6 +206,7 @@ func (t *turn) refusedAt(sent, first time.Time, ok int) {
 // in this window or the one before (probed, probedLast).
 func (t *turn) waitRefused(sent, first time.Time, ok int) bool {
 	t.refusedAt(sent, first, ok)
+	t.blk.no = true // a server that asks for a wait tells of its block
 	if ok == 0 {
 		t.probed = true
 	}
@@ -223,4 +241,72 @@ func (t *turn) bound(until time.Time) time.Time {
 		return t.open.Add(t.hi)
 	}
 	return minTime(maxTime(until, t.open.Add(min(next, (t.lo+t.hi)/2))), t.open.Add(t.hi))
+}
+
+// block bounds the wait a server's first refusal in a window begins, from
+// that refusal: @nestjs/throttler blocks a client that went over its limit
+// for a window's length from then (its blockDuration, by default its
+// ttl), refuses every request until it ends, and counts the first after
+// it alone. Its windows, as turn bounds them from their openings, are a
+// block's: the time to the first refusal and the block's together (10
+// per 5 s paced over its first 1.3 s: windows of 6.3 s). Every refused
+// request after the window's first says the block is longer than lo
+// after it, every opening that it is no longer than hi. Once proven, the
+// block's length is the window's: a window that has let its quota
+// through holds the next request for that long after it opened (plus a
+// margin for the ways there), not the block's and the run's; a request so
+// held and refused says the refusals begin no block (no), and the
+// bounds are turn's alone from then on. So is a refusal later after the
+// window's first than an opening came, and a server that asks for a wait
+// (it tells of its block). Only the hold reads the block: a window that
+// starts with the client's first request, refused at about the same time
+// into each window, looks the same from its refusals, and one held
+// request refused tells the two apart; the pause a refusal begins stays
+// turn's. Its zero value bounds nothing.
+type block struct {
+	first  time.Time     // when the current window's first refused request left
+	lo, hi time.Duration // the block is longer than lo and no longer than hi; 0: unknown
+	seen   int           // openings it measured
+	held   bool          // a request held for the block's end short of the window's was let through
+	no     bool          // the refusals were found to begin no block
+}
+
+// refused records a refusal, after the window's first, of a request sent
+// at sent.
+func (b *block) refused(sent time.Time) {
+	if b.first.IsZero() || sent.Before(b.first) {
+		return
+	}
+	d := sent.Sub(b.first)
+	if b.hi > 0 && d > b.hi+b.hi/turnDoubt {
+		b.no = true
+	}
+	b.lo = max(b.lo, d)
+}
+
+// opened records the opening of a window by a request sent at sent,
+// after refusals.
+func (b *block) opened(sent time.Time) {
+	if b.first.IsZero() || sent.Before(b.first) {
+		return
+	}
+	d := sent.Sub(b.first)
+	if d < b.lo-b.lo/turnDoubt {
+		b.no = true
+	}
+	b.seen++
+	if b.hi == 0 || d < b.hi {
+		b.hi = d
+	}
+	b.first = time.Time{}
+}
+
+// end is the block's length, its margin for the ways there included,
+// once proven — turnProof openings measured it, within a sixteenth of
+// the refusals that did — or zero.
+func (b *block) end() time.Duration {
+	if b.no || b.seen < turnProof || b.hi <= b.lo || b.hi-b.lo > b.hi/16 {
+		return 0
+	}
+	return b.hi + b.hi/(4*turnDoubt)
 }

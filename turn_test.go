@@ -230,7 +230,7 @@ func TestTurnHoldsASpentWindow(t *testing.T) {
 	tr := proven()
 	assert.Zero(t, tr.spent(1, turnAt(1)), "nine of ten: one more may go")
 	assert.Equal(t, turnAt(5.1), tr.spent(2, turnAt(1)), "eight through and two on the wire: spent")
-	assert.True(t, tr.held)
+	assert.Equal(t, 5100*time.Millisecond, tr.held)
 	tr.succeeded(turnAt(1)) // one of those on the wire
 	assert.Equal(t, turnAt(0), tr.open, "sent before the end: the same window")
 	tr.succeeded(turnAt(5.1))
@@ -250,4 +250,63 @@ func TestTurnHoldsASpentWindow(t *testing.T) {
 	refused := proven()
 	refused.refused = true
 	assert.Zero(t, refused.spent(2, turnAt(1)), "refused already: the pause holds it")
+}
+
+// TestBlockBoundsTheWaitFromTheFirstRefusal: @nestjs/throttler with
+// setHeaders false blocks a client that went over its limit for a
+// window from that refusal (5 s here), whatever time into the window the
+// refusal fell. Refused probes after the first refusal and the opening
+// after them bound the block; proven over two windows, a window that let
+// its quota through is held for the block's length (and a margin), not
+// the window's as its openings showed it (the time to the first refusal
+// and the block together). A request so held and refused says the refusals begin
+// no block; so does a refusal later after the first than an opening came,
+// or a server that asks for a wait.
+func TestBlockBoundsTheWaitFromTheFirstRefusal(t *testing.T) {
+	var b block
+	b.first = turnAt(0)
+	b.refused(turnAt(4.9))
+	b.opened(turnAt(5.05))
+	assert.Equal(t, 4900*time.Millisecond, b.lo)
+	assert.Equal(t, 5050*time.Millisecond, b.hi)
+	assert.Zero(t, b.end(), "one opening: not yet proven")
+	b.first = turnAt(10)
+	b.refused(turnAt(14.95))
+	b.opened(turnAt(15.02))
+	assert.Equal(t, 5020*time.Millisecond+5020*time.Millisecond/64, b.end(), "two openings, the bounds within a sixteenth")
+	assert.True(t, b.first.IsZero(), "an opening ends the window's refusals")
+
+	late := b
+	late.first = turnAt(20)
+	late.refused(turnAt(25.5))
+	assert.True(t, late.no, "refused later after the first refusal than an opening came")
+	early := b
+	early.first = turnAt(20)
+	early.opened(turnAt(22))
+	assert.True(t, early.no, "let through sooner after the first refusal than refused probes were")
+
+	// A turn whose windows, from their openings, are 6.3 s: a paced run
+	// of 1.3 s to the first refusal, and the block.
+	proven := func() turn {
+		return turn{open: turnAt(0), ok: 8, quota: 10, lo: 6200 * time.Millisecond, hi: 6300 * time.Millisecond, turned: 2, blk: b}
+	}
+	tr := proven()
+	want := turnAt(0).Add(b.end())
+	assert.Equal(t, want, tr.spent(2, turnAt(1)), "spent: held for the block's length, not the window's")
+	tr.succeeded(want)
+	assert.Equal(t, want, tr.open, "let through there: the next window opens")
+	assert.Equal(t, 3, tr.turned)
+	assert.True(t, tr.blk.held)
+
+
+	tr = proven()
+	tr.spent(2, turnAt(1))
+	tr.refusedAt(want, turnAt(0), 10)
+	assert.True(t, tr.blk.no, "held for the block's end and refused: no block")
+	tr = proven()
+	tr.waitRefused(turnAt(1.3), turnAt(0), 10)
+	assert.True(t, tr.blk.no, "a server that asks for a wait tells of its block")
+	tr = proven()
+	tr.blk.no = true
+	assert.Equal(t, turnAt(6.3), tr.spent(2, turnAt(1)), "no block: held for the window's end")
 }
