@@ -215,6 +215,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			g.pz.backoff = min(g.pz.backoff, max(g.rl.burst.at.Add(aimdHold+g.rl.pace.step).Sub(now), g.rl.pace.step))
 		}
 		g.rl.turn.refusedAt(g.sentAt(tk, now), g.rf.resumed, g.rf.ok)
+		g.turnLog(tk, false, now)
 		g.pauseUntil(minTime(g.rl.turn.bound(now.Add(g.pz.backoff)), now.Add(g.maxPause)))
 		if first && burst && hold > aimdSpan {
 			g.rl.burst.holdEnd, g.rl.burst.held = g.pz.until, g.pz.count
@@ -232,9 +233,52 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 		if g.rl != nil {
 			g.rl.turn.succeeded(g.sentAt(tk, now))
+			if len(a.info.Quotas) == 0 {
+				g.turnLog(tk, true, now)
+			}
 		}
 	}
 	return g.learnQuotas(tk, a, now)
+}
+
+// turnLog keeps the send log of a bare server whose windows turn has
+// proven (turn.span), from the answer that proves them: what became of
+// each request (ok), and when it came back. A window that holds what
+// the window before it let through, each request no sooner than a window
+// after the one as many places back (turnFree), is never refused
+// whether it counts from its first request or, as a log, from each: a
+// quota paced into it, its pace creeping up, caught up with the window
+// before's in @nestjs/throttler's log (setHeaders false), and each
+// refusal blocked the client for a window. g.mu must be held.
+func (g *gate) turnLog(tk *ticket, ok bool, now time.Time) {
+	rl := g.rl
+	if rl.sends == nil {
+		if rl.turn.span() == 0 || !rl.turn.bursts {
+			return
+		}
+		rl.sends = &sendLog{base: now}
+	}
+	if !ok {
+		rl.sends.refused(tk.seq)
+		return
+	}
+	rl.sends.admitted(tk.seq)
+	rl.sends.lateBy(tk.seq, now)
+}
+
+// turnFree is when the partition's next request fits a bare server's
+// window turn has proven, and found to let its quota through in a burst
+// (turn.bursts): the window's length after the send as many places back
+// as the most the window let through (sendLog.freeAt), or zero. (Windows
+// that are a pace's runs between refusals, 25 in 5.4 s for a window of 5
+// a second, would hold the pace under the rate.) g.mu must be held.
+func (g *gate) turnFree() time.Time {
+	rl := g.rl
+	w := rl.turn.span()
+	if w == 0 || !rl.turn.bursts || rl.sends == nil || len(g.quotas) > 0 {
+		return time.Time{}
+	}
+	return rl.sends.freeAt(int64(rl.turn.quota), w, rl.rtt.spread())
 }
 
 // afterAnswers reports whether the server may have counted requests sent

@@ -310,3 +310,20 @@ func TestBlockBoundsTheWaitFromTheFirstRefusal(t *testing.T) {
 	tr.blk.no = true
 	assert.Equal(t, turnAt(6.3), tr.spent(2, turnAt(1)), "no block: held for the window's end")
 }
+
+// TestBareLogHeldByTheWindowBefore: @nestjs/throttler with setHeaders
+// false counts a log, and blocks a client that goes over it for a
+// window. Once turn has proven its windows and seen one let its quota
+// through at once (bursts), each request of a window waits a window
+// after the request as many places back in the window before
+// (gate.turnFree): a pace creeping up within the window no longer
+// catches up with the window before's entries, each refusal a block of
+// 2 s (5 per 2 s, 10 goroutines 20 ms away, 250 units: 17 refusals and
+// 1.37x before, 17 and 1.13x now).
+func TestBareLogHeldByTheWindowBefore(t *testing.T) {
+	b := modelBehaviourOf(t, "n/nestjs throttler, no headers")
+	r := runModel(t, b, modelRun{rate: 5, window: 2 * time.Second, workers: 10, total: 250, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: b.method})
+	assert.Less(t, r.ratio(), 1.2)
+	assert.LessOrEqual(t, r.counts.refused, 20)
+	assert.Zero(t, r.counts.inPause, "sent during a wait a refusal asked for")
+}
