@@ -650,7 +650,7 @@ func (k *koaRedisLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Retry-After says, whole seconds from now.
 	h.Set(askedWait, (time.Duration(max(after, 0)) * time.Second).String())
 	w.WriteHeader(http.StatusTooManyRequests)
-	fmt.Fprintf(w, "Rate limit exceeded, retry in %d ms.", (reset*1000-time.Now().UnixMilli())|0)
+	fmt.Fprintf(w, "Rate limit exceeded, retry in %d ms.", reset*1000-time.Now().UnixMilli()) // JavaScript's | 0 truncates a float; this is whole already
 }
 
 // koaMemory mimics koa-ratelimit (v6) over its memory driver, as read from

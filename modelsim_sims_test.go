@@ -62,7 +62,7 @@ func TestSimExpressRateLimit(t *testing.T) {
 		// Refusals count: knocking until the window ends still ends it at
 		// the same time (start + 1 s), and a new window starts with the
 		// first request after it.
-		time.Sleep(start.Add(time.Second).Sub(time.Now()) - time.Millisecond)
+		time.Sleep(time.Until(start.Add(time.Second)) - time.Millisecond)
 		code, _, _ = simHit(modes[expressDraft7], http.MethodGet)
 		assert.Equal(t, http.StatusTooManyRequests, code, "1 ms before the end")
 		time.Sleep(time.Millisecond)

@@ -298,7 +298,6 @@ func TestBlockBoundsTheWaitFromTheFirstRefusal(t *testing.T) {
 	assert.Equal(t, 3, tr.turned)
 	assert.True(t, tr.blk.held)
 
-
 	tr = proven()
 	tr.spent(2, turnAt(1))
 	tr.refusedAt(want, turnAt(0), 10)

@@ -228,9 +228,8 @@ func get(ctx context.Context, client *http.Client, url string) (int, error) {
 
 // ourResult is one case's two runs.
 type ourResult struct {
-	thr, rh          *ourRun
-	idealT, idealR   time.Duration
-	setupErr, rhErrs error
+	thr, rh        *ourRun
+	idealT, idealR time.Duration
 }
 
 func runOurCase(t *testing.T, c ourCase) *ourResult {

@@ -221,13 +221,6 @@ func newLimit(s limiters.Spec, lease time.Duration) (limit, error) {
 	return l, nil
 }
 
-func gcd(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
-}
-
 // divide is s shared by replicas: its limit divided (at least 1), and its
 // rate's period multiplied, so the replicas together admit about s.
 func divide(s limiters.Spec, replicas int) limiters.Spec {
