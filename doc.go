@@ -180,6 +180,15 @@
 //     while every answer's reset lay a whole number of seconds (rounded
 //     up) after its request; it then ends a window after the last
 //     request reached the server, and the next opens without a probe.
+//     A server that says nothing but its refusals has its windows bounded
+//     by them: each refused request says the window is longer than the
+//     time since it opened, each opening that it is no longer; once two
+//     windows have proven the bounds close, a window that let its quota
+//     through at once holds the next request for its end, and every
+//     request after waits a window after the one a quota back. One that
+//     blocks a refused client for a window from the refusal
+//     (@nestjs/throttler with setHeaders false) is held for the block's
+//     length, which its refusals and openings bound the same way.
 //   - Final refusals (OpenAI's insufficient_quota, a request too large)
 //     neither pause nor teach anything: see Classify. An IETF quota whose
 //     unit is concurrent-requests bounds the requests in flight.
