@@ -124,6 +124,7 @@ type traits struct {
 	beside     bool          // pace was learnt beside quotas, from refusals they did not explain
 	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
 	owedWait   time.Duration // that wait
+	owedBare   bool          // and that refusal carried no quota's fields
 	measured   time.Duration // while the pace is a first refusal's guess, the step that refusal measured (firstPace); zero: none
 	burst      burstState
 	turn       turn // a bare server's window, as its refusals bound it
@@ -340,7 +341,7 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			// success had been counted when it came back: the answers of
 			// the wave it ended have been counted since.
 			if g.rf.ok > 0 && g.traits().pace.step == 0 {
-				g.firstPace(g.traits().owed.Sub(g.rf.resumed), g.traits().owedWait)
+				g.firstPace(g.traits().owed.Sub(g.rf.resumed), g.traits().owedWait, g.traits().owedBare)
 			}
 			g.traits().owed = time.Time{}
 		}

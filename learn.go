@@ -154,7 +154,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			g.tighten(a, now.Add(d))
 			until := now.Add(min(d, g.maxPause))
 			if fresh && !a.far.any() && !g.rf.resumed.IsZero() && g.unexplained() {
-				g.teach(tk, until, d, now)
+				g.teach(tk, until, d, len(a.info.Quotas) == 0, now)
 				if d%time.Second == 0 {
 					// A wait in whole seconds may be a constant the server
 					// writes whatever its window ("Retry-After: 1" over a
@@ -325,9 +325,9 @@ func (g *gate) rehold() {
 // teach lets a refusal that asked for a wait of d, until until, and that
 // no quota at zero explains — a limit the server does not advertise —
 // pace the partition, searched on from there (aimd): the Retry-After sets
-// the pause, never the pace. tk is the refused request's. g.mu must be
-// held.
-func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time) {
+// the pause, never the pace. tk is the refused request's; bare, whether
+// the refusal carried no quota's fields. g.mu must be held.
+func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, bare bool, now time.Time) {
 	switch {
 	case g.traits().pace.step == 0:
 		// The pace is set when the pause ends, from all that the wave
@@ -341,7 +341,7 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, now time.Time
 			// Measured from sendings, the way there cancels out.
 			owed = at.Add(d)
 		}
-		g.traits().owed, g.traits().owedWait = owed, d
+		g.traits().owed, g.traits().owedWait, g.traits().owedBare = owed, d, bare
 	case g.rf.ok == 0:
 	case g.traits().measured > 0:
 		// The second refusal of a limit the server keeps beside the
@@ -462,7 +462,20 @@ const windowDoubt = 50 * time.Millisecond
 // the pace is the run's size per second, as a bare refusal that ends a
 // burst teaches (aimd.refused), and a second refusal measures it
 // (teach). g.mu must be held.
-func (g *gate) firstPace(span, d time.Duration) {
+func (g *gate) firstPace(span, d time.Duration, bare bool) {
+	if bare && g.hasQuotas() && g.rf.ok < aimdSamples {
+		// A refusal with no quota's fields, beside quotas the server
+		// advertises, after a run of fewer than aimdSamples: it
+		// measures no limit of the server's own. Another client that
+		// shares the quota spent what an answer said remained
+		// (@nestjs/throttler's 429 carries only Retry-After), and one
+		// success over the second the wait took paced the partition
+		// at one request a second, long after the other had gone. The
+		// wait is obeyed; the quotas pace. (A refusal that carries
+		// its quota's fields, at room, is a limit beside them: this
+		// project's leaky bucket refuses after three.)
+		return
+	}
 	if run := span - d; g.hasQuotas() && run < aimdSpan && d > aimdSpan && d <= guessWaitMax && g.rf.ok >= aimdSamples {
 		step := time.Duration(float64(aimdSpan/time.Duration(g.rf.ok)) * aimdCut)
 		g.traits().pace.measured(step, d)
