@@ -296,7 +296,6 @@ func TestBlockBoundsTheWaitFromTheFirstRefusal(t *testing.T) {
 	tr.succeeded(want)
 	assert.Equal(t, want, tr.open, "let through there: the next window opens")
 	assert.Equal(t, 3, tr.turned)
-	assert.True(t, tr.blk.held)
 
 	tr = proven()
 	tr.spent(2, turnAt(1))
