@@ -39,12 +39,28 @@ type aimd struct {
 	// that proves a doubled or searched pace must be longer.
 	shown   int
 	showing bool
-	// wave: the first refusal was of a request sent after answers came
-	// back, but came back before most of them had been counted (answers
+	// wave: whether the first refusal may yet prove to have ended a
+	// burst (waveAfter, waveWithin); waveNone once decided.
+	wave waveKind
+}
+
+// waveKind is what is left to decide of a first refusal (aimd.wave).
+type waveKind uint8
+
+const (
+	waveNone waveKind = iota
+	// waveAfter: the refused request was sent after answers came back,
+	// but came back before most of them had been counted (answers
 	// arriving together are counted in any order); whether it ended a
 	// burst is decided when the pause it began ends (settleWave).
-	wave bool
-}
+	waveAfter
+	// waveWithin: it was sent with the first wave, and aimdSamples or
+	// more of the wave got through: a bucket whose burst is smaller
+	// than the wave, or a window the wave emptied. Which, the first
+	// success after it tells (turned): a bucket refills within a
+	// step of the guess, a window only when it turns.
+	waveWithin
+)
 
 const (
 	// aimdRun is the successes that prove an interval; aimdStartRun, in
@@ -146,7 +162,14 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 		// within the first wave says the server's burst is smaller than
 		// what was sent at once: a bucket, searched from the guess.
 		a.slow = ok < aimdSamples || !afterAnswers
-		a.wave = a.slow && afterAnswers
+		switch {
+		case a.slow && afterAnswers:
+			a.wave = waveAfter
+		case a.slow && ok >= aimdSamples:
+			a.wave = waveWithin
+		default:
+			a.wave = waveNone
+		}
 		switch {
 		case !a.slow:
 			hold, a.ceil = aimdHold, a.burst()
@@ -253,10 +276,10 @@ func (a *aimd) settleWave(ok int) (hold time.Duration) {
 	if a.showing {
 		a.shown, a.showing = max(a.shown, ok), false
 	}
-	if !a.wave {
+	if a.wave != waveAfter {
 		return 0
 	}
-	a.wave = false
+	a.wave = waveNone
 	if ok < aimdSamples {
 		return 0
 	}
@@ -343,6 +366,34 @@ func (a *aimd) measured(step, penalty time.Duration) {
 	*a = aimd{base: step, ceil: step, bare: true, penalty: penalty}
 	a.step = a.plateau()
 	a.safe = a.step
+}
+
+// turned decides a refusal within the first wave (waveWithin) at the
+// first success after it, of a request sent at sent: if every probe for
+// half a second or more was refused, no bucket refilling at the guess's
+// rate (twice what the wave let through a second) refused them, but a
+// window the wave emptied, which has turned. The wave was a burst, as
+// if sent one by one (refused): its quota a second is the pace, no slow
+// start. It reports whether it set the pace. (20 goroutines against a
+// bare window of 10 a second: slow start, its runs spanning two windows,
+// proved twice the rate, and 24 refusals followed, 1.14x.)
+//
+// A window longer than a second is found as a burst's is (turn, the
+// refusals); reading it from how long the wave was refused (rounded up
+// to whole seconds) paced HAProxy's http_req_rate, which counts the
+// wave's refusals, at half its rate.
+func (a *aimd) turned(now, sent time.Time) bool {
+	if a.wave != waveWithin || !a.bare || sent.Before(a.since) {
+		return false
+	}
+	a.wave = waveNone
+	if !a.slow || a.good > 0 || a.shown < aimdSamples || sent.Sub(a.since) < aimdSpan/2 {
+		return false
+	}
+	a.ceil = aimdSpan / time.Duration(a.shown)
+	a.step = a.plateau()
+	a.base, a.safe, a.slow, a.since, a.good = a.step, a.step, false, now, 0
+	return true
 }
 
 // dwellRuns is how many runs the creep dwells short of the rate last

@@ -126,6 +126,7 @@ type traits struct {
 	owedWait   time.Duration // that wait
 	owedBare   bool          // and that refusal carried no quota's fields
 	measured   time.Duration // while the pace is a first refusal's guess, the step that refusal measured (firstPace); zero: none
+	refusedAt  time.Time     // when a probe was first refused since the last success (refusedLong); zero: none
 	burst      burstState
 	turn       turn // a bare server's window, as its refusals bound it
 	ramp       rampState

@@ -168,6 +168,19 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 					}
 				}
 			}
+			if tk.probe && d%time.Second == 0 && !a.far.any() && g.refusedLong(d, now) {
+				// Probes after such waits, refused for longer than any
+				// window: the probes may be what keeps the server
+				// refusing. A count that takes refusals in (HAProxy's
+				// http_req_rate) of fewer than one a second over its
+				// window is kept over its limit by a probe each second
+				// for ever (3 per 5 s, "Retry-After: 1": no success in
+				// 70 s). Each refused probe from then on waits half as
+				// long again as the last, never less than asked; a
+				// success ends the run.
+				g.pz.backoff = min(max(g.pz.backoff*3/2, d), g.maxPause)
+				until = maxTime(until, now.Add(g.pz.backoff))
+			}
 			g.pauseUntil(until)
 			return g.pz.until
 		}
@@ -214,9 +227,35 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 			// window is still a second or two.
 			g.pz.backoff = min(g.pz.backoff, max(g.rl.burst.at.Add(aimdHold+g.rl.pace.step).Sub(now), g.rl.pace.step))
 		}
-		g.rl.turn.refusedAt(g.sentAt(tk, now), g.rf.resumed, g.rf.ok)
+		sent := g.sentAt(tk, now)
+		if sent.IsZero() && tk.seen == 0 {
+			// A request of the first wave, sent as the gate opened: a
+			// server that blocks a client from its refusal (NestJS)
+			// blocks it from then (block).
+			sent = g.rf.resumed
+		}
+		g.rl.turn.refusedAt(sent, g.rf.resumed, g.rf.ok)
 		g.turnLog(tk, false, now)
-		g.pauseUntil(minTime(g.rl.turn.bound(now.Add(g.pz.backoff)), now.Add(g.maxPause)))
+		until := minTime(g.rl.turn.bound(now.Add(g.pz.backoff)), now.Add(g.maxPause))
+		if g.rl.pace.wave == waveWithin && !first {
+			// A probe after a refusal within the first wave, refused:
+			// no bucket refilling at the guess's rate. A window the
+			// wave emptied turns a whole number of seconds after the
+			// wave reached it, before its first refusal came back: the
+			// backoff probes at one, two, four... seconds after that
+			// refusal, never later (20 goroutines against a window of
+			// 10 a second: probes at 0.1, 0.25, 0.5 and 1.0 s, then one
+			// at 1.85 s; each a second, a log of 38 per 30 s counting
+			// refusals drew 62).
+			d := aimdSpan
+			for !g.rl.burst.at.Add(d).After(now) {
+				d *= 2
+			}
+			if turn := g.rl.burst.at.Add(d); turn.Before(until) {
+				until = maxTime(turn, now.Add(g.rl.pace.step))
+			}
+		}
+		g.pauseUntil(until)
 		if first && burst && hold > aimdSpan {
 			g.rl.burst.holdEnd, g.rl.burst.held = g.pz.until, g.pz.count
 		}
@@ -225,11 +264,22 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 	if a.status < 400 {
 		g.pz.backoff = 0
 		g.rf.ok++
+		if g.rl != nil {
+			g.rl.refusedAt = time.Time{}
+		}
 		if g.rl != nil && !g.rl.burst.holdEnd.IsZero() {
 			g.rehold()
 		}
 		if fresh && g.rl != nil {
-			g.traits().pace.succeeded(now, tk.at)
+			if g.rl.pace.turned(now, tk.at) {
+				// The next request, timed at the old pace when this
+				// one went, waits a step of the new one.
+				if !g.nextSend.IsZero() {
+					g.nextSend = maxTime(g.nextSend, tk.at.Add(g.paceInterval()))
+				}
+			} else {
+				g.rl.pace.succeeded(now, tk.at)
+			}
 		}
 		if g.rl != nil {
 			g.rl.turn.succeeded(g.sentAt(tk, now))
@@ -414,6 +464,26 @@ func (g *gate) finePace(tk *ticket, from, until time.Time, d time.Duration, now 
 		g.traits().beside = g.hasQuotas()
 	}
 }
+
+// refusedLong reports whether the probes of the partition have been
+// refused, at now, for longer than refusedLongWaits of the waits of d the
+// server asks for: no success has come back since the first of them.
+// (Not a window's length its refusals showed: the window a count kept
+// over its limit by the probes showed is as long as they kept it so.)
+// g.mu must be held.
+func (g *gate) refusedLong(d time.Duration, now time.Time) bool {
+	rl := g.traits()
+	if rl.refusedAt.IsZero() {
+		rl.refusedAt = now
+		return false
+	}
+	return now.Sub(rl.refusedAt) > refusedLongWaits*d
+}
+
+// refusedLongWaits is how many of the waits a server asks for the
+// partition is refused, with no window seen, before its probes back off
+// (refusedLong).
+const refusedLongWaits = 10
 
 // sentAt is when the request of tk, answered at now, was let through:
 // its ticket's time, or, for a request a quiet gate let through without

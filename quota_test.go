@@ -186,13 +186,14 @@ func TestAIMD(t *testing.T) {
 	assert.Zero(t, w.refused(t0.Add(30*time.Millisecond), t0, 6, 10, false),
 		"6 through, then a refusal of the first wave: the server's burst is smaller than the wave, no hold")
 	assert.True(t, w.slow, "a bucket: searched from the guess")
+	assert.Equal(t, waveWithin, w.wave, "or a window the wave emptied: the first success after it tells")
 
 	// A refusal of a later wave that comes back before the first wave's
 	// answers are counted (answers arriving together are counted in any
 	// order): decided when the pause it began ends.
 	var v aimd
 	assert.Zero(t, v.refused(t0.Add(5*time.Millisecond), t0, 2, 9, true))
-	assert.True(t, v.wave)
+	assert.Equal(t, waveAfter, v.wave)
 	assert.Equal(t, aimdHold, v.settleWave(10), "ten got through by the end of the pause: a burst after all")
 	assert.False(t, v.slow, "a burst: no slow start")
 	assert.Zero(t, v.settleWave(10), "decided once")
@@ -1262,4 +1263,54 @@ func TestQuotaLingersIsALog(t *testing.T) {
 	big := spent()
 	assert.False(t, big.lingers(&headers.Quota{Limit: sendLogSize, Remaining: 0, Reset: at(2010)}, true), "a limit the send log cannot time")
 	assert.False(t, spent().lingers(&headers.Quota{Limit: 10, Remaining: 0, Reset: at(3000)}, true), "epoch seconds: a sliding counter's fixed window, maybe")
+}
+
+// TestAIMDWaveWiderThanTheWindow: a refusal within the first wave, after
+// aimdSamples or more of it got through, is a bucket's whose burst is
+// smaller than the wave or a window's that the wave emptied; the first
+// success after it tells them apart. A bucket refills within a step of
+// the guess: a success soon after is a bucket's, and slow start goes on.
+// A window turns only when it turns: a success after half a second or
+// more of refused probes makes the wave a burst, its quota a second the
+// pace, with no slow start — as a burst sent one by one would.
+func TestAIMDWaveWiderThanTheWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	wave := func() *aimd {
+		a := new(aimd)
+		a.refused(t0.Add(20*time.Millisecond), t0, 10, 20, false)
+		a.settleWave(10) // the first pause ends: all ten successes counted
+		require.True(t, a.slow)
+		require.Equal(t, waveWithin, a.wave)
+		return a
+	}
+
+	bucket := wave()
+	guess := bucket.step
+	assert.False(t, bucket.turned(t0.Add(170*time.Millisecond), t0.Add(150*time.Millisecond)),
+		"let through 130 ms after the refusal: a bucket refilling")
+	assert.True(t, bucket.slow, "slow start goes on")
+	assert.Equal(t, guess, bucket.step)
+	assert.Equal(t, waveNone, bucket.wave, "decided once")
+	assert.False(t, bucket.turned(t0.Add(2*time.Second), t0.Add(2*time.Second)))
+
+	window := wave()
+	assert.True(t, window.turned(t0.Add(1070*time.Millisecond), t0.Add(time.Second+50*time.Millisecond)),
+		"every probe refused for a second: a window the wave emptied")
+	assert.False(t, window.slow, "a burst: no slow start")
+	assert.Equal(t, 100*time.Millisecond, window.ceil, "ten a second, as the wave showed")
+	assert.Equal(t, window.plateau(), window.step, "paced just under it")
+	assert.Equal(t, window.step, window.safe)
+	assert.Equal(t, waveNone, window.wave)
+
+	// A success that came before the refusal's pause ended (sent before
+	// it) decides nothing.
+	early := wave()
+	assert.False(t, early.turned(t0.Add(30*time.Millisecond), t0.Add(10*time.Millisecond)))
+	assert.Equal(t, waveWithin, early.wave)
+
+	// A wave of which fewer than aimdSamples got through says too little.
+	few := new(aimd)
+	few.refused(t0.Add(20*time.Millisecond), t0, 2, 20, false)
+	assert.Equal(t, waveNone, few.wave)
+	assert.False(t, few.turned(t0.Add(2*time.Second), t0.Add(2*time.Second)))
 }

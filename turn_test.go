@@ -1,10 +1,12 @@
 package throttle
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // turnAt is s seconds into the turn tests' timeline.
@@ -324,4 +326,26 @@ func TestBareLogHeldByTheWindowBefore(t *testing.T) {
 	assert.Less(t, r.ratio(), 1.2)
 	assert.LessOrEqual(t, r.counts.refused, 20)
 	assert.Zero(t, r.counts.inPause, "sent during a wait a refusal asked for")
+}
+
+// TestRefusedProbesBackOff: a count that takes refusals in (HAProxy's
+// http_req_rate, answering "Retry-After: 1") over windows of a few
+// seconds, with a quota of fewer than one a second, is kept over its
+// limit by a probe each second, obeyed to the letter, for ever: 3 per
+// 5 s, 10 goroutines, no success in 600 s (unfinished, 650 refusals).
+// Probes refused for ten of the waits asked, with no success since,
+// each wait half as long again as the last (never less than asked), and
+// the count falls under its limit.
+func TestRefusedProbesBackOff(t *testing.T) {
+	b := modelBehaviourOf(t, "e/haproxy stick table")
+	for _, q := range []simQuota{{3, 5 * time.Second}, {5, 10 * time.Second}} {
+		t.Run(fmt.Sprintf("%d per %v", q.n, q.window), func(t *testing.T) {
+			r := runModel(t, b, modelRun{rate: q.n, window: q.window, workers: 10, total: 40,
+				latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond, method: b.method})
+			require.True(t, r.finished, "unfinished: %d of %d in %v", r.done, r.run.total, r.elapsed)
+			assert.Less(t, r.ratio(), 4.0) // measured 3.2x and 2.3x
+			assert.Less(t, r.counts.refused, 60)
+			assert.Zero(t, r.counts.inPause, "sent during a wait a refusal asked for")
+		})
+	}
 }
