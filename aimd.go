@@ -54,11 +54,12 @@ const (
 	// arriving together are counted in any order); whether it ended a
 	// burst is decided when the pause it began ends (settleWave).
 	waveAfter
-	// waveWithin: it was sent with the first wave, and aimdSamples or
-	// more of the wave got through: a bucket whose burst is smaller
-	// than the wave, or a window the wave emptied. Which, the first
-	// success after it tells (turned): a bucket refills within a
-	// step of the guess, a window only when it turns.
+	// waveWithin: it was sent with the first wave: a bucket whose burst
+	// is smaller than the wave, or, once aimdSamples or more of the wave
+	// are counted through (shown, when its pause ends), a window the wave
+	// emptied. Which, the first success after it tells (turned): a
+	// bucket refills within a step of the guess, a window only when it
+	// turns.
 	waveWithin
 )
 
@@ -165,7 +166,7 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 		switch {
 		case a.slow && afterAnswers:
 			a.wave = waveAfter
-		case a.slow && ok >= aimdSamples:
+		case a.slow:
 			a.wave = waveWithin
 		default:
 			a.wave = waveNone
@@ -275,6 +276,15 @@ func (a *aimd) burst() time.Duration {
 func (a *aimd) settleWave(ok int) (hold time.Duration) {
 	if a.showing {
 		a.shown, a.showing = max(a.shown, ok), false
+	}
+	if a.wave == waveWithin && a.shown >= aimdSamples {
+		// The wave's successes, all counted now (its refusals may come
+		// back first: a real server answers them without the work),
+		// bound the guess as refused would have had they been counted:
+		// twice what got through a second, not all that was sent.
+		if c := time.Duration(float64(time.Second/time.Duration(2*a.shown)) * aimdCut); c > a.step {
+			a.step, a.base = c, c
+		}
 	}
 	if a.wave != waveAfter {
 		return 0

@@ -127,9 +127,20 @@
 //     weigh on (their number over the burst's successes, at most a whole
 //     second), so that no probe lands in a window that a server counting
 //     refusals has put in debt; the pace is then what the whole burst got
-//     through. A refusal that says
+//     through. A first refusal within a first wave larger than the server
+//     took (more goroutines than its quota) is a bucket's whose burst is
+//     smaller than the wave, searched from the guess, or a window's that
+//     the wave emptied: the first success after it tells, a bucket's
+//     within a step of the guess, a window's only when it turns (the
+//     probes before it go at most one, two, four... seconds after the
+//     refusal); after half a second or more of refused probes, the wave
+//     was a burst, and its quota a second is the pace. A refusal that says
 //     when to come back (Retry-After) is obeyed to the end of its wait,
-//     whatever other answers say meanwhile; if no quota at zero explains
+//     whatever other answers say meanwhile (but probes after waits told in
+//     whole seconds, refused for ten of them with no success since, each
+//     wait half as long again as the last: a count that takes refusals in,
+//     of fewer than one a second, is kept over its limit by a probe each
+//     second for ever); if no quota at zero explains
 //     it (no quota advertised, or GitHub's secondary limits beside quotas
 //     with room), it also starts a pace at what the server took since the
 //     last pause (counted when its pause ends), which is then searched

@@ -237,7 +237,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		g.rl.turn.refusedAt(sent, g.rf.resumed, g.rf.ok)
 		g.turnLog(tk, false, now)
 		until := minTime(g.rl.turn.bound(now.Add(g.pz.backoff)), now.Add(g.maxPause))
-		if g.rl.pace.wave == waveWithin && !first {
+		if g.rl.pace.wave == waveWithin && g.rl.pace.shown >= aimdSamples && !first {
 			// A probe after a refusal within the first wave, refused:
 			// no bucket refilling at the guess's rate. A window the
 			// wave emptied turns a whole number of seconds after the

@@ -1275,6 +1275,7 @@ func TestQuotaLingersIsALog(t *testing.T) {
 // pace, with no slow start — as a burst sent one by one would.
 func TestAIMDWaveWiderThanTheWindow(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cut := func(d time.Duration) time.Duration { return time.Duration(float64(d) * aimdCut) }
 	wave := func() *aimd {
 		a := new(aimd)
 		a.refused(t0.Add(20*time.Millisecond), t0, 10, 20, false)
@@ -1311,6 +1312,19 @@ func TestAIMDWaveWiderThanTheWindow(t *testing.T) {
 	// A wave of which fewer than aimdSamples got through says too little.
 	few := new(aimd)
 	few.refused(t0.Add(20*time.Millisecond), t0, 2, 20, false)
-	assert.Equal(t, waveNone, few.wave)
+	few.settleWave(2)
 	assert.False(t, few.turned(t0.Add(2*time.Second), t0.Add(2*time.Second)))
+	assert.True(t, few.slow)
+
+	// A real server answers refusals without the work, and they may all
+	// come back before the wave's successes: two of ten counted when the
+	// first refusal of fifty came back. What the wave showed is counted
+	// when its pause ends, and bounds the guess as it would have then.
+	late := new(aimd)
+	late.refused(t0.Add(20*time.Millisecond), t0, 2, 48, false)
+	assert.Equal(t, cut(time.Second/48), late.step, "48 on the wire")
+	late.settleWave(10)
+	assert.Equal(t, cut(time.Second/20), late.step, "twice the ten that got through")
+	assert.True(t, late.turned(t0.Add(time.Second+70*time.Millisecond), t0.Add(time.Second+50*time.Millisecond)))
+	assert.Equal(t, 100*time.Millisecond, late.ceil)
 }
