@@ -119,17 +119,17 @@ type cycle struct {
 // quotas and never refuses never needs it: a gate makes it with the
 // first answer or wave that does (traits).
 type traits struct {
-	pace       aimd
-	waveStatus int           // the status of the first refusal, while the pace's wave is pending
-	beside     bool          // pace was learnt beside quotas, from refusals they did not explain
-	owed       time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
-	owedWait   time.Duration // that wait
-	owedBare   bool          // and that refusal carried no quota's fields
-	measured   time.Duration // while the pace is a first refusal's guess, the step that refusal measured (firstPace); zero: none
-	refusedAt  time.Time     // when a probe was first refused since the last success (refusedLong); zero: none
-	burst      burstState
-	turn       turn // a bare server's window, as its refusals bound it
-	ramp       rampState
+	pace         aimd
+	waveStatus   int           // the status of the first refusal, while the pace's wave is pending
+	beside       bool          // pace was learnt beside quotas, from refusals they did not explain
+	owed         time.Time     // the end of the wait a refusal asked for before any success was counted; zero: none
+	owedWait     time.Duration // that wait
+	owedBare     bool          // and that refusal carried no quota's fields
+	measured     time.Duration // while the pace is a first refusal's guess, the step that refusal measured (firstPace); zero: none
+	refusedSince time.Time     // when a probe was first refused since the last success (refusedLong); zero: none
+	burst        burstState
+	turn         turn // a bare server's window, as its refusals bound it
+	ramp         rampState
 	// sends: the partition's last sends, for a sliding log's window
 	// (sendlog.go); nil until a quota is found to slide.
 	sends   *sendLog

@@ -169,9 +169,9 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 				}
 			}
 			if tk.probe && d%time.Second == 0 && !a.far.any() && g.refusedLong(d, now) {
-				// Probes after such waits, refused for longer than any
-				// window: the probes may be what keeps the server
-				// refusing. A count that takes refusals in (HAProxy's
+				// Probes after such waits, refused for ten of them with
+				// no success since: the probes may be what keeps the
+				// server refusing. A count that takes refusals in (HAProxy's
 				// http_req_rate) of fewer than one a second over its
 				// window is kept over its limit by a probe each second
 				// for ever (3 per 5 s, "Retry-After: 1": no success in
@@ -265,7 +265,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		g.pz.backoff = 0
 		g.rf.ok++
 		if g.rl != nil {
-			g.rl.refusedAt = time.Time{}
+			g.rl.refusedSince = time.Time{}
 		}
 		if g.rl != nil && !g.rl.burst.holdEnd.IsZero() {
 			g.rehold()
@@ -473,16 +473,16 @@ func (g *gate) finePace(tk *ticket, from, until time.Time, d time.Duration, now 
 // g.mu must be held.
 func (g *gate) refusedLong(d time.Duration, now time.Time) bool {
 	rl := g.traits()
-	if rl.refusedAt.IsZero() {
-		rl.refusedAt = now
+	if rl.refusedSince.IsZero() {
+		rl.refusedSince = now
 		return false
 	}
-	return now.Sub(rl.refusedAt) > refusedLongWaits*d
+	return now.Sub(rl.refusedSince) > refusedLongWaits*d
 }
 
 // refusedLongWaits is how many of the waits a server asks for the
-// partition is refused, with no window seen, before its probes back off
-// (refusedLong).
+// partition's probes are refused, with no success since, before they
+// back off (refusedLong).
 const refusedLongWaits = 10
 
 // sentAt is when the request of tk, answered at now, was let through:
