@@ -483,7 +483,7 @@ func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 		next = now.Add(step)
 	}
 	if g.rl != nil {
-		next = maxTime(next, maxTime(g.rl.turn.spent(wire, now), g.turnFree()))
+		next = maxTime(next, maxTime(g.rl.turn.spent(wire, g.rl.rtt.spread(), now), g.turnFree()))
 	}
 	if !next.IsZero() && g.nextSend.IsZero() {
 		g.mark(timed)

@@ -324,7 +324,7 @@ func (g *gate) turnLog(tk *ticket, ok bool, now time.Time) {
 // a second, would hold the pace under the rate.) g.mu must be held.
 func (g *gate) turnFree() time.Time {
 	rl := g.rl
-	w := rl.turn.span()
+	w := rl.turn.hold(rl.rtt.spread())
 	if w == 0 || !rl.turn.bursts || rl.sends == nil || len(g.quotas) > 0 {
 		return time.Time{}
 	}

@@ -230,29 +230,60 @@ func TestTurnHoldsASpentWindow(t *testing.T) {
 		return turn{open: turnAt(0), ok: 8, quota: 10, lo: 4900 * time.Millisecond, hi: 5100 * time.Millisecond, turned: 2}
 	}
 	tr := proven()
-	assert.Zero(t, tr.spent(1, turnAt(1)), "nine of ten: one more may go")
-	assert.Equal(t, turnAt(5.1), tr.spent(2, turnAt(1)), "eight through and two on the wire: spent")
-	assert.Equal(t, 5100*time.Millisecond, tr.held)
+	end := 5*time.Second + 5100*time.Millisecond/64 // five whole seconds, and a margin for the ways
+	assert.Zero(t, tr.spent(1, 0, turnAt(1)), "nine of ten: one more may go")
+	assert.Equal(t, turnAt(0).Add(end), tr.spent(2, 0, turnAt(1)), "eight through and two on the wire: spent")
+	assert.Equal(t, end, tr.held)
 	tr.succeeded(turnAt(1)) // one of those on the wire
 	assert.Equal(t, turnAt(0), tr.open, "sent before the end: the same window")
-	tr.succeeded(turnAt(5.1))
-	assert.Equal(t, turnAt(5.1), tr.open, "sent at its end: the next window opens")
+	tr.succeeded(turnAt(0).Add(end))
+	assert.Equal(t, turnAt(0).Add(end), tr.open, "sent at its end: the next window opens")
 	assert.Equal(t, 1, tr.ok)
 	assert.Equal(t, 3, tr.turned)
 	assert.Equal(t, 5100*time.Millisecond, tr.hi, "an opening we chose bounds nothing")
 
 	slow := proven()
-	assert.Zero(t, slow.spent(2, turnAt(3)), "most of the window gone: a pace's run")
+	assert.Zero(t, slow.spent(2, 0, turnAt(3)), "most of the window gone: a pace's run")
 	unproven := proven()
 	unproven.turned = 1
-	assert.Zero(t, unproven.spent(2, turnAt(1)), "one window opened: not yet proven")
+	assert.Zero(t, unproven.spent(2, 0, turnAt(1)), "one window opened: not yet proven")
 	apart := proven()
 	apart.lo = 4 * time.Second
-	assert.Zero(t, apart.spent(2, turnAt(1)), "bounds a fifth apart: its end is not known")
+	assert.Zero(t, apart.spent(2, 0, turnAt(1)), "bounds a fifth apart: its end is not known")
 	refused := proven()
 	refused.refused = true
-	assert.Zero(t, refused.spent(2, turnAt(1)), "refused already: the pause holds it")
+	assert.Zero(t, refused.spent(2, 0, turnAt(1)), "refused already: the pause holds it")
 }
+
+// TestTurnHoldsWholeSeconds: hi is the first opening a request found
+// after the window's end, as late as the probes that found it; windows
+// are configured in seconds. Where a whole number of seconds lies above
+// lo (less the round trip's spread, lo's doubt: it is measured between
+// sendings) and short of hi, a spent window holds for that many seconds
+// and a margin for the ways, a 64th of hi or the spread if more.
+func TestTurnHoldsWholeSeconds(t *testing.T) {
+	const spread = 30 * time.Millisecond
+	tr := turn{open: turnAt(0), ok: 10, quota: 10, lo: 5001 * time.Millisecond, hi: 5300 * time.Millisecond, turned: 2}
+	assert.Equal(t, span64(5*time.Second, 5300*time.Millisecond), tr.hold(spread), "lo a millisecond over five seconds: the ways")
+	assert.Equal(t, 5*time.Second+150*time.Millisecond, tr.hold(150*time.Millisecond), "the round trip's spread, if more")
+	assert.Equal(t, 5300*time.Millisecond, tr.hold(400*time.Millisecond), "no shorter than hi")
+	assert.Equal(t, 5300*time.Millisecond, tr.hold(0), "no spread: lo is over five seconds")
+	tr.lo = 5200 * time.Millisecond
+	assert.Equal(t, 5300*time.Millisecond, tr.hold(spread), "no whole second between the bounds: hi")
+	tr.lo = 4990 * time.Millisecond
+	assert.Equal(t, turnAt(0).Add(span64(5*time.Second, 5300*time.Millisecond)), tr.spent(0, spread, turnAt(1)))
+
+	// A log of 150 per 30 s: lo 29.3 s, hi 30.4 s. Thirty seconds and a
+	// 64th of hi is longer than hi: hi. (Twenty-nine, lo less a 64th of
+	// hi rounded up, held the windows short.)
+	long := turn{open: turnAt(0), ok: 150, quota: 150, lo: 29300 * time.Millisecond, hi: 30360 * time.Millisecond, turned: 3}
+	assert.Equal(t, 30360*time.Millisecond, long.hold(50*time.Millisecond))
+	tr.turned = 1
+	assert.Zero(t, tr.hold(spread), "unproven")
+}
+
+// span64 is w and a 64th of hi.
+func span64(w, hi time.Duration) time.Duration { return w + hi/64 }
 
 // TestBlockBoundsTheWaitFromTheFirstRefusal: @nestjs/throttler with
 // setHeaders false blocks a client that went over its limit for a
@@ -294,13 +325,13 @@ func TestBlockBoundsTheWaitFromTheFirstRefusal(t *testing.T) {
 	}
 	tr := proven()
 	want := turnAt(0).Add(b.end())
-	assert.Equal(t, want, tr.spent(2, turnAt(1)), "spent: held for the block's length, not the window's")
+	assert.Equal(t, want, tr.spent(2, 0, turnAt(1)), "spent: held for the block's length, not the window's")
 	tr.succeeded(want)
 	assert.Equal(t, want, tr.open, "let through there: the next window opens")
 	assert.Equal(t, 3, tr.turned)
 
 	tr = proven()
-	tr.spent(2, turnAt(1))
+	tr.spent(2, 0, turnAt(1))
 	tr.refusedAt(want, turnAt(0), 10)
 	assert.True(t, tr.blk.no, "held for the block's end and refused: no block")
 	tr = proven()
@@ -308,7 +339,7 @@ func TestBlockBoundsTheWaitFromTheFirstRefusal(t *testing.T) {
 	assert.True(t, tr.blk.no, "a server that asks for a wait tells of its block")
 	tr = proven()
 	tr.blk.no = true
-	assert.Equal(t, turnAt(6.3), tr.spent(2, turnAt(1)), "no block: held for the window's end")
+	assert.Equal(t, turnAt(6.3), tr.spent(2, 0, turnAt(1)), "no block: held for the window's end")
 }
 
 // TestBareLogHeldByTheWindowBefore: @nestjs/throttler with setHeaders
