@@ -102,15 +102,21 @@ func sentDuringPause(l *pauseLog, s *sends, slack time.Duration) int {
 // refusals 15-25 ms after its successes, and its goroutines sent 5 more
 // into the spent second: 11 refusals in 3 subtests of 12. The gate now
 // waits at least 50 ms for the first wave's answers, waveWaitMin; 28
-// subtests without that floor, beside four hogs, also drew 6.)
+// subtests without that floor, beside four hogs, also drew 6.) Real
+// time on a loaded machine is held to one more: a fresh-clone CI run on
+// 2026-11-28 drew a second refusal after the first second, 8 s into the
+// run (six calls of a pace of 0.2 s in one wall-clock second), at a
+// revision whose pace there is this round's predecessor's; 12 runs beside
+// two hogs after it drew 6 or fewer. The bound of 6 is held in
+// fake time, where nothing but the model decides (the test below).
 func TestServerRefusingWithRetryInfo(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		call    func(context.Context, *grpc.ClientConn) error
 		refused int
 	}{
-		{"unary", ping, 6},
-		{"stream", watch, 6},
+		{"unary", ping, 7},
+		{"stream", watch, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // each has its own server; 10 s of real time each
