@@ -105,9 +105,9 @@ func sentDuringPause(l *pauseLog, s *sends, slack time.Duration) int {
 // subtests without that floor, beside four hogs, also drew 6.) Real
 // time on a loaded machine is held to one more: a fresh-clone CI run on
 // 2026-11-28 drew a second refusal after the first second, 8 s into the
-// run (six calls of a pace of 0.2 s in one wall-clock second), at a
-// revision whose pace there is this round's predecessor's; 12 runs beside
-// two hogs after it drew 6 or fewer. The bound of 6 is held in
+// run (six calls of a pace of 0.2 s in one wall-clock second; the pace
+// there is what it was before that round); 12 runs beside two hogs after
+// it drew 6 or fewer. The bound of 6 is held in
 // fake time, where nothing but the model decides (the test below).
 func TestServerRefusingWithRetryInfo(t *testing.T) {
 	for _, tc := range []struct {
