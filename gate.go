@@ -344,10 +344,8 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			// the wave it ended have been counted since.
 			if g.rf.ok > 0 && g.traits().pace.step == 0 {
 				span, d := g.traits().owed.Sub(g.rf.resumed), g.traits().owedWait
-				if trip := time.Duration(g.trip) * time.Microsecond; g.rl.owedWave && g.rf.ok == 1 && g.inflight == 0 && trip > 0 && d < aimdSpan && span-trip > d {
-					// One request of the first wave got through (and
-					// none is still on its way: a stream's success is
-					// counted when its first message is read), and
+				if trip := time.Duration(g.trip) * time.Microsecond; g.rl.owedWave && g.rf.ok == 1 && trip > 0 && d < aimdSpan && span-trip > d {
+					// One request of the first wave got through, and
 					// the wait a refusal of it told is the next free
 					// place: a bucket whose burst is one (Traefik's
 					// default). Its span began when that one reached
