@@ -238,22 +238,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		g.turnLog(tk, false, now)
 		until := minTime(g.rl.turn.bound(now.Add(g.pz.backoff)), now.Add(g.maxPause))
 		if g.rl.pace.wave == waveWithin && g.rl.pace.shown >= aimdSamples && !first {
-			// A probe after a refusal within the first wave, refused:
-			// no bucket refilling at the guess's rate. A window the
-			// wave emptied turns a whole number of seconds after the
-			// wave reached it, before its first refusal came back: the
-			// backoff probes at one, two, four... seconds after that
-			// refusal, never later (20 goroutines against a window of
-			// 10 a second: probes at 0.1, 0.25, 0.5 and 1.0 s, then one
-			// at 1.85 s; each a second, a log of 38 per 30 s counting
-			// refusals drew 62).
-			d := aimdSpan
-			for !g.rl.burst.at.Add(d).After(now) {
-				d *= 2
-			}
-			if turn := g.rl.burst.at.Add(d); turn.Before(until) {
-				until = maxTime(turn, now.Add(g.rl.pace.step))
-			}
+			until = g.waveTurn(until, now)
 		}
 		g.pauseUntil(until)
 		if first && burst && hold > aimdSpan {
@@ -289,6 +274,26 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 	}
 	return g.learnQuotas(tk, a, now)
+}
+
+// waveTurn is when a probe refused after a refusal within the first wave
+// (aimd.wave is waveWithin) probes again, if sooner than until: there is no
+// bucket refilling at the guess's rate, and a window the wave emptied
+// turns a whole number of seconds after the wave reached it, before its
+// first refusal came back. The backoff probes at one, two, four...
+// seconds after that refusal (burst.at), never later (20 goroutines
+// against a window of 10 a second: probes at 0.1, 0.25, 0.5 and 1.0 s,
+// then one at 1.85 s; each a second, a log of 38 per 30 s counting
+// refusals drew 62).
+func (g *gate) waveTurn(until, now time.Time) time.Time {
+	after := aimdSpan
+	for !g.rl.burst.at.Add(after).After(now) {
+		after *= 2
+	}
+	if turn := g.rl.burst.at.Add(after); turn.Before(until) {
+		return maxTime(turn, now.Add(g.rl.pace.step))
+	}
+	return until
 }
 
 // turnLog keeps the send log of a bare server whose windows turn has

@@ -983,8 +983,10 @@ func runRealCases(t *testing.T, cases []realCase) {
 				if k == clientReference {
 					continue
 				}
+				seen := fmt.Sprintf("its answers (sent→answered, seconds from its first request):\n%s\nits pauses: %s",
+					strings.Join(r.wire.trace, "\n"), strings.Join(r.pauses, ", "))
 				if r.err != nil || r.ok != int64(total) {
-					t.Errorf("%s: %d of %d units (%v)", k, r.ok, total, r.err)
+					t.Errorf("%s: %d of %d units (%v)\n%s", k, r.ok, total, r.err, seen)
 					continue
 				}
 				maxRefusals, maxRatio := int64(realMaxRefusals*((total+249)/250)), realMaxRatio+realLoadRoom
@@ -1001,8 +1003,6 @@ func runRealCases(t *testing.T, cases []realCase) {
 				if n := r.wire.early.Load(); n != 0 {
 					bad = append(bad, fmt.Sprintf("%d requests sent during a wait a refusal asked for; the first %s", n, r.wire.firstEarly))
 				}
-				seen := fmt.Sprintf("its answers (sent→answered, seconds from its first request):\n%s\nits pauses: %s",
-					strings.Join(r.wire.trace, "\n"), strings.Join(r.pauses, ", "))
 				switch {
 				case len(bad) > 0: // with what it saw, to tell why
 					t.Errorf("%s: %s\n%s", k, strings.Join(bad, "; "), seen)
