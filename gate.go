@@ -32,7 +32,7 @@ type gate struct {
 	// back, in microseconds (in the four bytes flags leaves; g.mu): a
 	// round trip (the first answer's, if it was the first request's; a
 	// little more otherwise). It dates the requests a quiet gate let
-	// through without reading the clock (sentAt).
+	// through without reading the clock (sentAt; read as firstTrip).
 	trip int32
 	held atomic.Pointer[Event] // a pause advance prolonged, for report to tell the observer
 }
@@ -208,6 +208,10 @@ func (t *roundTrip) spread() time.Duration { return min(6*t.rttvar, t.srtt) }
 // until its slot, a slow call), which the way there does not.
 const jitterMax = 20 * time.Millisecond
 
+// firstTrip is trip as a duration; 0 until the first answer. g.mu must be
+// held.
+func (g *gate) firstTrip() time.Duration { return time.Duration(g.trip) * time.Microsecond }
+
 // traits returns what g found its server to do beyond its quotas,
 // making it on first use. Paths every request takes read the pace
 // through paceStep instead, and leave it nil. g.mu must be held.
@@ -338,13 +342,13 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			rl.pace.recount(g.rf.ok)
 			rl.burst.debt, rl.burst.holdEnd = 0, time.Time{}
 		}
-		if !g.traits().owed.IsZero() {
+		if rl := g.traits(); !rl.owed.IsZero() {
 			// A refusal that asked for a wait and taught no pace, as no
 			// success had been counted when it came back: the answers of
 			// the wave it ended have been counted since.
-			if g.rf.ok > 0 && g.traits().pace.step == 0 {
-				span, d := g.traits().owed.Sub(g.rf.resumed), g.traits().owedWait
-				if trip := time.Duration(g.trip) * time.Microsecond; g.rl.owedWave && g.rf.ok == 1 && g.inflight == 0 && trip > 0 && d < aimdSpan && span-trip > d {
+			if g.rf.ok > 0 && rl.pace.step == 0 {
+				span, d := rl.owed.Sub(g.rf.resumed), rl.owedWait
+				if trip := g.firstTrip(); rl.owedWave && g.rf.ok == 1 && g.inflight == 0 && trip > 0 && d < aimdSpan && span-trip > d {
 					// One request of the first wave got through (and
 					// none is still on its way: a stream's success is
 					// counted when its first message is read), and
@@ -361,9 +365,9 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 					// last 50 ms read so as five in 50 ms.)
 					span -= trip
 				}
-				g.firstPace(span, d, g.traits().owedBare)
+				g.firstPace(span, d, rl.owedBare)
 			}
-			g.traits().owed = time.Time{}
+			rl.owed = time.Time{}
 		}
 		g.pz.on, g.pz.asked = false, false
 		g.rf.resumed, g.rf.ok = now, 0

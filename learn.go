@@ -510,7 +510,7 @@ func (g *gate) sentAt(tk *ticket, now time.Time) time.Time {
 	case !tk.at.IsZero():
 		return tk.at
 	case g.trip > 0 && tk.seen > 0:
-		return maxTime(now.Add(-time.Duration(g.trip)*time.Microsecond), g.rf.resumed)
+		return maxTime(now.Add(-g.firstTrip()), g.rf.resumed)
 	}
 	return time.Time{}
 }
@@ -560,7 +560,7 @@ func (g *gate) firstPace(span, d time.Duration, bare bool) {
 		g.traits().measured = min(span/time.Duration(g.rf.ok), g.maxPause)
 		return
 	}
-	switch trip := time.Duration(g.trip) * time.Microsecond; {
+	switch trip := g.firstTrip(); {
 	case d%time.Second == 0:
 		// A wait told in whole seconds is rounded up (or a constant): the
 		// window ended up to a second before the wait did, and windows
