@@ -758,7 +758,7 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		if a.status < 400 && !q.log && (q.stillCounted(s, sent) > 0 || q.lingers(s, tk.probe)) {
 			q.log = true // a sliding log, once the send log holds a window of ours (counted)
 		}
-		fresh, before, slid := !q.known || tk.ver >= q.ver, q.at, q.sliding()
+		fresh, before := !q.known || tk.ver >= q.ver, q.at
 		q.apply(s, a.refill, fresh, reset, guessed, timed, g.ver+1, sent, now)
 		if !fresh && q.at.Equal(before) && a.status < 400 {
 			q.spent(tk.charge[i], sent)
@@ -769,22 +769,6 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		}
 		if q.restarts {
 			g.restarted(q, now)
-		}
-		if !slid && q.sliding() && !q.fine && g.rl != nil && g.rl.sends != nil {
-			// Found to slide by this answer: the requests waiting were
-			// timed when it was taken for a fixed window, and a
-			// sliding quota's are held by the pace, not counted
-			// (readyAt), so the next would go now. Spent, it waits for
-			// the send log (logFull). (Flask-Limiter's moving window,
-			// whose first wave a slow server took over 150 ms: the
-			// probe after the first window found it at zero, the
-			// request sent as its answer came back was refused, and the
-			// pause ran to the log's empty end, 1.45x.)
-			next := g.logFull(g.onWire())
-			if d := q.pace(now, 1, g.onWire()); next.IsZero() && d > 0 {
-				next = now.Add(d)
-			}
-			g.nextSend = maxTime(g.nextSend, next)
 		}
 		if q.sliding() && tk.pause == g.pz.count {
 			// Sent since the last pause began: a success or a refusal

@@ -708,44 +708,6 @@ func TestExactLogTimedBySends(t *testing.T) {
 	assert.Less(t, r.ratio(), 3.0)
 }
 
-// slowStart is a server that takes its first requests late, as a server
-// busy starting does: the n-th of the first twelve waits slowStartMs[n-1]
-// before h counts it.
-type slowStart struct {
-	h http.Handler
-	n atomic.Int64
-}
-
-var slowStartMs = [...]time.Duration{1, 36, 71, 106, 141, 25, 60, 95, 130, 14, 49, 84}
-
-func (s *slowStart) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if n := s.n.Add(1); n <= int64(len(slowStartMs)) {
-		time.Sleep(slowStartMs[n-1] * time.Millisecond)
-	}
-	s.h.ServeHTTP(w, r)
-}
-
-// TestMovingWindowFoundAtZero: Flask-Limiter's moving window at 20 a
-// second, its first wave taken over 150 ms. The probe after the first
-// window finds the log at zero, and that answer shows it to slide; the
-// requests waiting had been timed for a fixed window's reset, and a
-// sliding quota's requests are held by its pace, not counted: the next
-// went as the probe's answer came back, before the second-oldest entry
-// left, was refused, and the pause ran to the log's empty end (1.45×).
-// Found to slide, spent, they wait for its pace (1.17×, where a log that
-// starts with no slow wave is).
-func TestMovingWindowFoundAtZero(t *testing.T) {
-	b := modelBehaviour{name: "moving, slow start", serve: func(q simQuota) (http.Handler, func()) {
-		return &slowStart{h: &flaskLimiter{limit: q.n, window: q.window, moving: true}}, nil
-	}, ideal: idealWindowed}
-	r := runModel(t, b, modelRun{rate: 20, window: time.Second, workers: 10, total: 160, latency: time.Millisecond, jitter: time.Millisecond, method: http.MethodGet, seed: 18})
-	t.Logf("%d refused, %v (%.3f×)", r.counts.refused, r.elapsed, r.ratio())
-	assert.True(t, r.finished)
-	assert.Zero(t, r.counts.refused)
-	assert.Zero(t, r.counts.inPause)
-	assert.Less(t, r.ratio(), 1.25)
-}
-
 // TestExactWaitWiderWave: a window from the client's first request that
 // says nothing on its successes and tells its refusals the exact wait
 // ("Retry-After: 0.99"), 20 goroutines 40 ms away. The first refusal
