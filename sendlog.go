@@ -92,30 +92,32 @@ func (l *sendLog) firstWave() uint32 {
 }
 
 // lateBy notes when the admitted send seq came back (now): its round
-// trip, and the quickest so far (trip, quick; lateness reads them). A
-// server counts an entry of its log from when it took the request, at
-// the latest a way back before its answer; a request sent now reaches
-// it a way there after, at the soonest: the entry leaves the log, for
-// such a request, a window after it was sent and its lateness (freeAt). A
-// server that takes its requests in turn, or is slowed for a moment,
-// takes some well after they went: three @nestjs/throttler servers in
-// one Node.js process, a client each, answered a request 31 ms after it
-// went, on a round trip of 1 ms, and the one sent a window after it was
-// refused, and blocked for a window; a first wave of ten, taken over
-// 21 ms, drew five refusals a window on. (Moving the send's time instead
-// bent the window its counts bound: count reads the times.)
-func (l *sendLog) lateBy(seq uint32, now time.Time) {
+// trip, which it returns (0 if not noted), and the quickest so far
+// (trip, quick; lateness reads them). A server counts an entry of its
+// log from when it took the request, at the latest a way back before
+// its answer; a request sent now reaches it a way there after, at the
+// soonest: the entry leaves the log, for such a request, a window after
+// it was sent and its lateness (freeAt). A server that takes its
+// requests in turn, or is slowed for a moment, takes some well after
+// they went: three @nestjs/throttler servers in one Node.js process, a
+// client each, answered a request 31 ms after it went, on a round trip
+// of 1 ms, and the one sent a window after it was refused, and blocked
+// for a window; a first wave of ten, taken over 21 ms, drew five
+// refusals a window on. (Moving the send's time instead bent the window
+// its counts bound: count reads the times.)
+func (l *sendLog) lateBy(seq uint32, now time.Time) (rtt time.Duration) {
 	if !l.has(seq) || l.state[seq%sendLogSize] != sendAdmitted {
-		return
+		return 0
 	}
-	rtt := now.Sub(l.base) - time.Duration(l.at[seq%sendLogSize])
+	rtt = now.Sub(l.base) - time.Duration(l.at[seq%sendLogSize])
 	if rtt < 0 {
-		return
+		return 0
 	}
 	if seq > l.wave && (l.quick == 0 || rtt < l.quick) {
 		l.quick = rtt
 	}
 	l.trip[seq%sendLogSize] = uint16(min(rtt/tripUnit, math.MaxUint16))
+	return rtt
 }
 
 // lateness is how much later than it went the admitted send seq may have

@@ -725,3 +725,53 @@ func TestExactWaitWiderWave(t *testing.T) {
 		})
 	}
 }
+
+// lateServer is a server that, in the span [from, to) after its first
+// request, takes each request late before its handler counts it: a
+// loaded machine, an event loop busy with something else.
+type lateServer struct {
+	h        http.Handler
+	from, to time.Duration
+	late     time.Duration
+
+	mu    sync.Mutex
+	start time.Time
+}
+
+func (s *lateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	s.mu.Lock()
+	if s.start.IsZero() {
+		s.start = now
+	}
+	at := now.Sub(s.start)
+	s.mu.Unlock()
+	if at >= s.from && at < s.to {
+		time.Sleep(s.late)
+	}
+	s.h.ServeHTTP(w, r)
+}
+
+// TestLogWaitsForLateAnswers: @nestjs/throttler's log, 10 a second, 10
+// goroutines, its third window's requests taken 80 ms late (a loaded
+// machine: the real server, in one CI run). The next request was timed
+// by the send log when the last of the window went, from the sends; the
+// answers, come back 80 ms late, said the log held them that much longer,
+// but the time was not moved, and the probe a window after the sends was
+// refused, and the client blocked for a window (1.10×, 1 refusal, at
+// every phase at which such a window starts). Timed again by an answer
+// far later than the others (counted): none refused.
+func TestLogWaitsForLateAnswers(t *testing.T) {
+	b := modelBehaviourOf(t, "n/nestjs throttler")
+	for _, from := range []time.Duration{2 * time.Second, 3 * time.Second, 5 * time.Second} {
+		t.Run(fmt.Sprint(from), func(t *testing.T) {
+			late := b
+			late.serve = func(q simQuota) (http.Handler, func()) {
+				h, closeServer := b.serve(q)
+				return &lateServer{h: h, from: from, to: from + 60*time.Millisecond, late: 80 * time.Millisecond}, closeServer
+			}
+			r := runModel(t, late, modelRun{rate: 10, workers: 10, total: 120, latency: 200 * time.Microsecond, method: http.MethodGet})
+			holdRun(t, r, 0, 1.05)
+		})
+	}
+}
