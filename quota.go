@@ -692,10 +692,18 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 			// exactly (slide).
 			q.log = true
 		}
-		q.rmin, q.at, q.ver, q.reset, q.guessed, q.known = s.Remaining, now, ver, reset, guessed, true
-		q.full = now
-		if s.Limit > s.Remaining && s.Limit > 0 {
-			q.full = now.Add(time.Duration(float64(q.window) * float64(s.Limit-s.Remaining) / float64(s.Limit)))
+		if !q.known || fresh || s.Remaining < q.rmin+q.refilled(now) {
+			// As a bucket's: the freshest word, or an older one that
+			// says less than we project. Answers to requests sent
+			// together come back in any order, and the one counted
+			// last says the least (Flask-Limiter's moving window,
+			// nine sent at once: 18 to 10 remaining, and the last
+			// read, 16, let ten go where ten remained).
+			q.rmin, q.at, q.ver, q.reset, q.guessed, q.known = s.Remaining, now, ver, reset, guessed, true
+			q.full = now
+			if s.Limit > s.Remaining && s.Limit > 0 {
+				q.full = now.Add(time.Duration(float64(q.window) * float64(s.Limit-s.Remaining) / float64(s.Limit)))
+			}
 		}
 		q.said = wallOf(s.Reset)
 		return
