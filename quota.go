@@ -811,7 +811,7 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 			q.span.opened(sent, now)
 		}
 		q.span.learn(next, first, !q.fine, spent, timed, sent, said, now)
-		if said.IsZero() && q.heard > 1 && !q.fine && q.span.down {
+		if said.IsZero() && q.heard > 1 && !q.fine && q.span.down() {
 			// A reset that has passed while nothing remains (resetFor's
 			// guess replaced it), read as rounded down: the window still
 			// ends within the second after it.
@@ -982,12 +982,34 @@ type span struct {
 	least    int32
 	timed    uint8
 	distrust uint8
-	// down: bounds crossed with resets read as rounded up: they are read
-	// as rounded down (the window ends within the second after one);
-	// loose: they crossed that way too (windows that do not start at a
-	// request): resets bound nothing.
-	down, loose bool
+	// rounding is how resets bound the length (boundBy): read as
+	// rounded up, until the bounds cross; then as rounded down (the
+	// window ends within the second after one); crossed that way too,
+	// not at all (windows that do not start at a request).
+	rounding rounding
+	// floored: lo was raised last by a reset (floorBy), which a
+	// server's reset may overstate, or by the ways' estimate, rather
+	// than by the time a request the window counted was sent after the
+	// opener's answer (learn).
+	floored bool
 }
+
+// rounding is how a span reads the resets a server writes in whole
+// seconds (span.rounding).
+type rounding uint8
+
+const (
+	roundedUp   rounding = iota // the window ends by the reset
+	roundedDown                 // within the second after it
+	unbounded                   // resets bound nothing
+)
+
+// down reports whether resets are read as rounded down, or bound
+// nothing.
+func (p *span) down() bool { return p.rounding != roundedUp }
+
+// loose reports whether resets bound nothing.
+func (p *span) loose() bool { return p.rounding == unbounded }
 
 // trip times the round trip of a request sent at sent (zero if
 // unknown), answered at now: least keeps the shortest.
@@ -1108,7 +1130,13 @@ func (p *span) learn(next, first, whole, spent, timed bool, sent, reset, now tim
 				p.distrust++
 			}
 		}
-		p.lo = max(p.lo, sent.Sub(p.openAt)+p.shortest())
+		// The ways are an estimate: the lower bound stands as the
+		// request set it (floored false) only where the time from the
+		// opener's answer alone reaches the whole second under it.
+		if d := sent.Sub(p.openAt); d+p.shortest() >= p.lo {
+			p.lo = d + p.shortest()
+			p.floored = d < p.lo.Truncate(time.Second)
+		}
 	}
 	p.boundBy(reset)
 	if !p.openAt.IsZero() && !reset.IsZero() { // (a call spared most answers: GitHub's)
@@ -1120,7 +1148,10 @@ func (p *span) learn(next, first, whole, spent, timed bool, sent, reset, now tim
 		// bound the window only by the second after them; crossed again,
 		// the windows do not start at a request, and resets bound
 		// nothing from now on: only the windows themselves do.
-		p.hi, p.down, p.loose = 0, true, p.down
+		p.hi = 0
+		if p.rounding < unbounded {
+			p.rounding++
+		}
 		p.boundBy(reset)
 	}
 }
@@ -1129,10 +1160,10 @@ func (p *span) learn(next, first, whole, spent, timed bool, sent, reset, now tim
 // seconds allows (zero: none written): the window ends by it, or, read as
 // rounded down, within the second after it.
 func (p *span) boundBy(reset time.Time) {
-	if reset.IsZero() || p.openAt.IsZero() || p.loose {
+	if reset.IsZero() || p.openAt.IsZero() || p.loose() {
 		return
 	}
-	if p.down {
+	if p.down() {
 		reset = reset.Add(time.Second)
 	}
 	p.bound(p.since(reset))
@@ -1154,7 +1185,7 @@ func (p *span) boundBy(reset time.Time) {
 // window later than the bounds allow (an answer of the next window read
 // as of this one) raises nothing.
 func (p *span) floorBy(reset, sent, now time.Time) {
-	if reset.IsZero() || p.openAt.IsZero() || sent.IsZero() || p.loose {
+	if reset.IsZero() || p.openAt.IsZero() || sent.IsZero() || p.loose() {
 		return
 	}
 	var d time.Duration
@@ -1166,8 +1197,8 @@ func (p *span) floorBy(reset, sent, now time.Time) {
 	} else {
 		d = reset.Add(-time.Second).Sub(p.openAt) // an epoch reset
 	}
-	if p.hi == 0 || d < p.hi {
-		p.lo = max(p.lo, d)
+	if (p.hi == 0 || d < p.hi) && d > p.lo {
+		p.lo, p.floored = d, true
 	}
 }
 
@@ -1177,7 +1208,7 @@ func (p *span) floorBy(reset, sent, now time.Time) {
 // second at the latest (span's end counts from the answer to a window's
 // first request, a round trip after it left). ok is false elsewhere.
 func (p *span) downTo(end, r time.Time) (t time.Time, ok bool) {
-	if !p.down || p.loose || !end.After(r) {
+	if p.rounding != roundedDown || !end.After(r) {
 		return end, false
 	}
 	return minTime(end, r.Add(time.Second)), true
@@ -1194,10 +1225,10 @@ func (p *span) downTo(end, r time.Time) (t time.Time, ok bool) {
 // 5 per 2 s, 200 ms of jitter, in fake time; 26 in one real-server run
 // beside a CPU hog).
 func (p *span) readDown() {
-	if p.down || p.loose {
+	if p.down() {
 		return
 	}
-	p.down = true
+	p.rounding = roundedDown
 	if p.hi != 0 {
 		p.hi += time.Second
 	}
@@ -1237,8 +1268,14 @@ func (p *span) guess(whole bool) time.Duration {
 		// second: at some phases of the clock's second its floor put a
 		// window of one second at 1.035-1.174 s, no guess was left, and
 		// each window was waited out to that reset, two seconds). Far
-		// past it, the resets are rounded down (fell, readDown).
-		if w -= time.Second; w == 0 || p.lo-w > spanOver {
+		// past it, the resets are rounded down (fell, readDown). Not a
+		// lower bound a request the window counted set (floored): a
+		// probe sent at that length was refused, and guessed again it
+		// is refused again (koa-ratelimit's log over Redis, 5 per 2 s,
+		// its resets rounded down: bounded at 1 s by the probe, at
+		// 1.98 s by the next window's reset read as rounded up, and
+		// probed at a second into every window).
+		if w -= time.Second; w == 0 || p.lo-w > spanOver || !p.floored {
 			return 0
 		}
 	}

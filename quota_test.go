@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"testing"
@@ -496,9 +497,9 @@ func TestSpanReadsResetsRoundedDown(t *testing.T) {
 	// spent: longer than 1.8 s, where the reset read as rounded up said
 	// at most 1.72.
 	p.learn(false, false, true, true, true, at(2000), time.Time{}, at(2020))
-	assert.False(t, p.down, "within the opener's round trip of the bound")
+	assert.False(t, p.down(), "within the opener's round trip of the bound")
 	p.learn(false, false, true, true, true, at(2100), time.Time{}, at(2120))
-	assert.True(t, p.down)
+	assert.True(t, p.down())
 	p.boundBy(at(2000)) // the refused probe's answer wrote the same reset (quota.apply)
 	assert.Equal(t, 2720*time.Millisecond, p.hi, "read as rounded down: within the second after it")
 	assert.Equal(t, 2*time.Second, p.guess(true))
@@ -517,7 +518,7 @@ func TestSpanReadsResetsRoundedDown(t *testing.T) {
 	// bounds too: resets bound nothing from then on.
 	p.learn(true, true, true, false, true, at(2300), at(4000), at(2320)) // the next window: at most 2.72 s
 	p.learn(false, false, true, true, true, at(5400), time.Time{}, at(5420))
-	assert.True(t, p.loose)
+	assert.True(t, p.loose())
 	assert.Zero(t, p.hi)
 	p.boundBy(at(6000))
 	assert.Zero(t, p.hi, "a loose span takes no bound from a reset")
@@ -671,14 +672,14 @@ func TestQuotaFellReadsResetsDown(t *testing.T) {
 	w, log := q.fell(&headers.Quota{Limit: 5, Remaining: 2, Reset: reset}, t0.Add(1900*time.Millisecond))
 	assert.Equal(t, 2*time.Second, w)
 	assert.False(t, log, "a log or a sliding counter: its next resets tell")
-	assert.True(t, q.span.down)
+	assert.True(t, q.span.down())
 	assert.Equal(t, 2700*time.Millisecond, q.span.hi, "a second more, read as rounded down")
 
 	q.span = span{openAt: t0, lo: 1500 * time.Millisecond, hi: 2100 * time.Millisecond}
 	w, log = q.fell(&headers.Quota{Limit: 5, Remaining: 2, Reset: reset}, t0.Add(1900*time.Millisecond))
 	assert.Equal(t, 2*time.Second, w)
 	assert.True(t, log, "a window span could tell: a log, as before")
-	assert.False(t, q.span.down)
+	assert.False(t, q.span.down())
 }
 
 // TestSlidingLogUnderJitter: koa-ratelimit's log over Redis at 5 per 2 s
@@ -703,8 +704,10 @@ func TestSlidingLogUnderJitter(t *testing.T) {
 // out to that reset, two seconds (1.82x; one fresh-clone CI run failed on
 // the real server's, 1.86x).
 func TestSpanTrustsAnOpeningOverAFloor(t *testing.T) {
-	p := span{lo: 1060 * time.Millisecond, hi: 1174 * time.Millisecond}
+	p := span{lo: 1060 * time.Millisecond, hi: 1174 * time.Millisecond, floored: true}
 	assert.Equal(t, time.Second, p.guess(true))
+	p.floored = false
+	assert.Zero(t, p.guess(true), "a request the window counted set the lower: it holds")
 	p = span{lo: 1900 * time.Millisecond, hi: 2100 * time.Millisecond}
 	assert.Equal(t, 2*time.Second, p.guess(true), "a whole second between: as before")
 	p = span{lo: 600 * time.Millisecond, hi: 900 * time.Millisecond}
@@ -1363,4 +1366,25 @@ func TestAIMDWaveWiderThanTheWindow(t *testing.T) {
 	assert.Equal(t, cut(time.Second/20), late.step, "twice the ten that got through")
 	assert.True(t, late.turned(t0.Add(time.Second+70*time.Millisecond), t0.Add(time.Second+50*time.Millisecond)))
 	assert.Equal(t, 100*time.Millisecond, late.ceil)
+}
+
+// TestSpanKeepsALowerBoundARequestSet: koa-ratelimit's log over Redis
+// at 5 per 2 s, its resets rounded down, 10 goroutines 5 ms away (the
+// answers out of order by up to 10 ms), the first request on the clock's
+// second. A probe a second into the second window was refused (a lower
+// bound of 1 s), the third window's reset, read as rounded up, bounded
+// the length at 1.98 s, and with no whole second between, guess fell back
+// to the second under the upper bound, as for a floor a reset put too
+// high: a probe a second into every window, each refused (11 refusals
+// per 40 units, 5 of them the first wave's). A lower bound set by a
+// request the window counted holds: 6.
+func TestSpanKeepsALowerBoundARequestSet(t *testing.T) {
+	b := modelBehaviourOf(t, "i/koa-ratelimit redis")
+	for _, back := range []time.Duration{0, 10 * time.Millisecond} {
+		t.Run(fmt.Sprint(back), func(t *testing.T) {
+			r := runModel(t, b, modelRun{rate: 5, window: 2 * time.Second, workers: 10, total: 40, method: b.method,
+				latency: 5 * time.Millisecond, back: back, seed: 1})
+			r.holds(t, 6, 1.05)
+		})
+	}
 }
