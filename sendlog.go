@@ -130,11 +130,16 @@ func (l *sendLog) lateBy(seq uint32, now time.Time) (rtt time.Duration) {
 // some of it may come before an entry is counted; and a first wave went
 // at once, taken in turn: for those, the whole round trip.
 func (l *sendLog) lateness(seq uint32) time.Duration {
-	rtt := time.Duration(l.trip[seq%sendLogSize]) * tripUnit
+	rtt := l.tripOf(seq)
 	if l.quick < spanWaysMin || seq <= l.wave {
 		return rtt
 	}
 	return max(rtt-l.quick, 0)
+}
+
+// tripOf is the round trip lateBy noted for the send seq (0 if none).
+func (l *sendLog) tripOf(seq uint32) time.Duration {
+	return time.Duration(l.trip[seq%sendLogSize]) * tripUnit
 }
 
 // sendState is what became of a send: not answered yet, admitted (in the
@@ -176,13 +181,15 @@ func (l *sendLog) has(seq uint32) bool {
 	return seq != 0 && seq <= l.next && l.next-seq < sendLogSize
 }
 
-// count applies an answer to the request seq saying that c of the
-// client's requests were in a quota's window, the request included, to
-// its bounds b: the window is longer than the span back to the c-th
-// admitted send and at most the span back to the (c+1)-th, each widened
-// by jitter. Bounds that cross the ones before (the server is no exact
+// count applies an answer to the request seq, come back at now, saying
+// that c of the client's requests were in a quota's window, the request
+// included, to its bounds b: the window is longer than the span from
+// when the c-th admitted send came back to when seq went, and at most
+// the span from when the (c+1)-th went to now (a server takes a request
+// between its sending and its answer), each at least as wide as the span
+// between the sends widened by jitter. Bounds that cross the ones before (the server is no exact
 // log, or its window changed) start over from this answer's.
-func (l *sendLog) count(b *logBounds, seq uint32, c int64, jitter time.Duration) {
+func (l *sendLog) count(b *logBounds, seq uint32, c int64, jitter time.Duration, now time.Time) {
 	if !l.has(seq) {
 		return
 	}
@@ -225,10 +232,15 @@ func (l *sendLog) count(b *logBounds, seq uint32, c int64, jitter time.Duration)
 		}
 		found++
 		if found == c {
-			lo = time.Duration(at-t) - jitter
+			// Still counted when this request reached the server
+			// (after it went), though taken no later than its answer
+			// came back.
+			lo = time.Duration(at-t) - max(l.tripOf(s), jitter)
 		}
 		if found == c+1+ahead+beside {
-			hi = time.Duration(at-t) + jitter
+			// Gone when this request was taken (before its answer
+			// came back), though taken no sooner than it went.
+			hi = max(now.Sub(l.base)-time.Duration(t), time.Duration(at-t)+jitter)
 			break
 		}
 	}

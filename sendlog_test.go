@@ -28,7 +28,7 @@ func TestSendLogBoundsTheWindow(t *testing.T) {
 	// A log of 1 s holds the answered request and the four before it
 	// (4 × 213 ms = 852 ms back; the fifth, 1,065 ms back, has left).
 	var b logBounds
-	l.count(&b, seqs[10], 5, 10*time.Millisecond)
+	l.count(&b, seqs[10], 5, 10*time.Millisecond, t0)
 	assert.Equal(t, 852*time.Millisecond-10*time.Millisecond, b.lo)
 	assert.Equal(t, 1065*time.Millisecond+10*time.Millisecond, b.hi)
 	assert.Equal(t, time.Second, b.window())
@@ -38,7 +38,7 @@ func TestSendLogBoundsTheWindow(t *testing.T) {
 	short.base = t0
 	s := short.add(t0)
 	var sb logBounds
-	short.count(&sb, s, 3, 0)
+	short.count(&sb, s, 3, 0, t0)
 	assert.Zero(t, sb.window())
 
 	// A request before it not answered yet may still be refused, and so
@@ -52,7 +52,7 @@ func TestSendLogBoundsTheWindow(t *testing.T) {
 		}
 	}
 	var pb logBounds
-	pending.count(&pb, seqs[9], 5, 0)
+	pending.count(&pb, seqs[9], 5, 0, t0)
 	assert.Zero(t, pb.hi)
 	assert.Zero(t, pb.lo)
 }
@@ -80,7 +80,7 @@ func TestSendLogSendsTogether(t *testing.T) {
 	// log's order, the fourth back is an old send 2.03 s back — a window
 	// longer than two seconds, where the log is of two.
 	var b logBounds
-	l.count(&b, burst[0], 4, time.Millisecond)
+	l.count(&b, burst[0], 4, time.Millisecond, t0)
 	assert.Less(t, b.lo, 2*time.Second, "the c-th counted may be one of the burst")
 	assert.Zero(t, b.window(), "nothing pinned by a burst alone")
 
@@ -98,7 +98,7 @@ func TestSendLogSendsTogether(t *testing.T) {
 		l2.admitted(s)
 	}
 	var bb logBounds
-	l2.count(&bb, b2[4], 1, time.Millisecond)
+	l2.count(&bb, b2[4], 1, time.Millisecond, t0)
 	assert.GreaterOrEqual(t, bb.hi, 2*time.Second, "the first past the window may be an old send")
 }
 
@@ -114,7 +114,7 @@ func TestSendLogSkipsRefused(t *testing.T) {
 	l.refused(b)
 	l.admitted(c)
 	var bd logBounds
-	l.count(&bd, d, 2, 0)
+	l.count(&bd, d, 2, 0, t0)
 	assert.Equal(t, 500*time.Millisecond, bd.lo, "back to c")
 	assert.Equal(t, 1200*time.Millisecond, bd.hi, "back to a, not b")
 	assert.Equal(t, time.Second, bd.window())
@@ -129,7 +129,7 @@ func TestSendLogStartsOver(t *testing.T) {
 	a := l.add(t0)
 	s2 := l.add(t0.Add(300 * time.Millisecond))
 	l.admitted(a)
-	l.count(&b, s2, 1, 0) // in (0, 300 ms]: crosses (1.5 s, 1.9 s]
+	l.count(&b, s2, 1, 0, t0) // in (0, 300 ms]: crosses (1.5 s, 1.9 s]
 	assert.Equal(t, time.Duration(0), b.lo)
 	assert.Equal(t, 300*time.Millisecond, b.hi)
 	assert.Zero(t, b.window(), "no whole second in (0, 300 ms]")
@@ -296,4 +296,30 @@ func TestSendLogTimesEveryLog(t *testing.T) {
 	assert.True(t, g.logged(1), "the long log is still timed")
 	assert.True(t, g.timedBy(1))
 	assert.False(t, g.timedBy(0))
+}
+
+// TestSendLogCountsByAnswerTimes: a server takes a request somewhere
+// between its sending and its answer; a first wave taken in turn over
+// 200 ms, counted by the send times alone, put a log of one second at
+// two. The c-th newest, still counted, bounds the window from below by
+// the time it came back; the one past it, gone, from above by the time
+// it went, read when this answer came back.
+func TestSendLogCountsByAnswerTimes(t *testing.T) {
+	l := sendLog{base: t0}
+	var wave []uint32
+	for range 5 {
+		wave = append(wave, l.add(t0))
+	}
+	for i, s := range wave { // taken in turn, 50 ms apart
+		l.admitted(s)
+		l.lateBy(s, t0.Add(time.Duration(i+1)*50*time.Millisecond))
+	}
+	probe := l.add(t0.Add(1100 * time.Millisecond))
+	// Three counted, the probe included: the two newest of the wave are
+	// still in (taken by 250 and 200 ms), the third newest is gone.
+	var b logBounds
+	l.count(&b, probe, 3, 0, t0.Add(1110*time.Millisecond))
+	assert.Equal(t, 900*time.Millisecond, b.lo, "the older of the two came back 900 ms before the probe went")
+	assert.Equal(t, 1110*time.Millisecond, b.hi, "the third newest went 1,110 ms before this answer")
+	assert.Equal(t, time.Second, b.window())
 }
