@@ -680,17 +680,23 @@ func (q *quota) apply(s *headers.Quota, refill, fresh bool, reset time.Time, gue
 				q.ahead = wallOf(s.Reset)
 			}
 		}
-		if d := s.Reset.Sub(prev.time()); step && !q.log && s.Window <= 0 && prev != 0 && d >= time.Second && d < q.window && d >= q.reach {
+		d := s.Reset.Sub(prev.time())
+		if step && prev != 0 && q.window > 0 && offWindows(d, q.window, q.fine) {
+			// A reset that is no fixed window's end (those step by
+			// whole windows): a log's oldest entry's expiry, which counts
+			// exactly (slide). Asked of the window as it stands, before
+			// a step narrows it below: koa-ratelimit's Redis log of 5
+			// per 2 s stepped a second, was narrowed to a window of a
+			// second, off which a step of a second is not, and was paced
+			// as a sliding counter of 5 a second (16 refusals per 40
+			// units, 20 ms away, answers out of order).
+			q.log = true
+		}
+		if step && !q.log && s.Window <= 0 && prev != 0 && d >= time.Second && d < q.window && d >= q.reach {
 			// (Not a log's: its resets step where its entries fall.
 			// koa-ratelimit's Redis log of 250 per 5 s, read by them
 			// as one of 4 s, drew 10 refusals: TestLargeLogsAreTimed.)
 			q.window = d
-		}
-		if d := s.Reset.Sub(prev.time()); step && prev != 0 && q.window > 0 && offWindows(d, q.window, q.fine) {
-			// A reset that is no fixed window's end (those step by
-			// whole windows): a log's oldest entry's expiry, which counts
-			// exactly (slide).
-			q.log = true
 		}
 		if !q.known || fresh || s.Remaining < q.rmin+q.refilled(now) {
 			// As a bucket's: the freshest word, or an older one that

@@ -1388,3 +1388,18 @@ func TestSpanKeepsALowerBoundARequestSet(t *testing.T) {
 		})
 	}
 }
+
+// TestLogFoundBeforeAStepNarrowsIt: koa-ratelimit's log over Redis at 5
+// per 2 s, 20 ms away, answers out of order by up to 40 ms, the first
+// request 0.7 s into the clock's second. Taken for a sliding counter of
+// 2 s when its count fell at a new reset, its resets then stepped a
+// second (where its entries fell): the step narrowed the window to a
+// second before it was asked whether the step was off the window — and a
+// step of a second is off no window of a second. Paced as a counter of 5
+// a second: 16 refusals per 40 units. Asked first: a log, 9.
+func TestLogFoundBeforeAStepNarrowsIt(t *testing.T) {
+	b := modelBehaviourOf(t, "i/koa-ratelimit redis")
+	r := runModel(t, b, modelRun{rate: 5, window: 2 * time.Second, workers: 10, total: 40, method: b.method,
+		latency: 20 * time.Millisecond, back: 40 * time.Millisecond, phase: 700 * time.Millisecond, seed: 1})
+	r.holds(t, 10, 1.15)
+}
