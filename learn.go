@@ -879,10 +879,10 @@ func (g *gate) restarted(q *quota, now time.Time) {
 // the requests (logFree). The log starts with the first answer, or else
 // the first that finds a window at zero, of a window under sendLogSize
 // whose reset is in whole seconds: a window that turns out to slide is
-// then bounded by the
-// sends of the windows before it (Flask-Limiter's moving window, whose
-// first windows look like fixed windows from a client's first request:
-// 1.08x -> 1.03x in fake time). g.mu must be held.
+// then bounded by the sends of the windows before it (Flask-Limiter's
+// moving window, whose first windows look like fixed windows from a
+// client's first request: 1.08x -> 1.03x in fake time). g.mu must be
+// held.
 func (g *gate) counted(i int, q *quota, tk *ticket, a *answer, s *headers.Quota, now time.Time) {
 	rl := g.traits()
 	if rl.sends == nil {

@@ -187,8 +187,9 @@ func (l *sendLog) has(seq uint32) bool {
 // when the c-th admitted send came back to when seq went, and at most
 // the span from when the (c+1)-th went to now (a server takes a request
 // between its sending and its answer), each at least as wide as the span
-// between the sends widened by jitter. Bounds that cross the ones before (the server is no exact
-// log, or its window changed) start over from this answer's.
+// between the sends widened by jitter. Bounds that cross the ones before
+// (the server is no exact log, or its window changed) start over from
+// this answer's.
 func (l *sendLog) count(b *logBounds, seq uint32, c int64, jitter time.Duration, now time.Time) {
 	if !l.has(seq) {
 		return
