@@ -485,6 +485,19 @@ func (g *gathered) add(nd []named, k string, vs []string) []named {
 	return nd
 }
 
+// mentions reports whether h has a rate-limit field with a value: a walk
+// over its names alone, so that Parse does not gather the many responses
+// that have none (which zeroes more than a kilobyte each time). The
+// Transport parses a partition's answers so, until one says something.
+func mentions(h http.Header) bool {
+	for k, vs := range h {
+		if kd, _, _ := classify(k); len(vs) > 0 && kd != kindNone && kd != kindAge {
+			return true
+		}
+	}
+	return false
+}
+
 // Parse reads the rate-limit fields of a response header. now is the time
 // the response arrived: relative resets and delays are counted from it, and
 // absolute resets are returned in its location.
@@ -497,6 +510,9 @@ func (g *gathered) add(nd []named, k string, vs []string) []named {
 // Parse never fails: fields it does not know are skipped and values it
 // cannot read are left unknown.
 func Parse(h http.Header, now time.Time) Info {
+	if !mentions(h) {
+		return Info{} // most responses: nothing about rate limits
+	}
 	var (
 		g    gathered
 		nbuf [8]named
