@@ -812,3 +812,80 @@ func TestMovingWindowTimedFromTheFirstWave(t *testing.T) {
 		})
 	}
 }
+
+// TestRampWaitsForItsLastBatch: goroutines that start one after another
+// (a loaded machine) make a small first wave, and the ramp after it
+// (gate.ramp) ends with a batch as large as that wave. Its answers come
+// back together, in any order: a success read before a sibling's refusal
+// ended the ramp and released every waiting request into the window that
+// refusal reports (10 refusals in the first window here). The
+// ramp ends once its last batch is all answered, and the refusal pauses
+// the partition first (the later ones are the pace's search).
+func TestRampWaitsForItsLastBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &slowRefusals{limit: 4, slow: 5 * time.Millisecond}
+		tr := NewTransport(handlerTransport{h: s, latency: 10 * time.Millisecond})
+		defer tr.Close()
+		client := &http.Client{Transport: tr}
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		// Two goroutines make the first wave; eight more start once its
+		// answers are in, and wait for the ramp: a batch of one, then of
+		// two, which meets the limit.
+		for i := range 10 {
+			wg.Go(func() {
+				if i >= 2 {
+					time.Sleep(25 * time.Millisecond)
+				}
+				for next.Add(1) <= 20 {
+					for {
+						resp, err := client.Get("http://api.test/items")
+						if !assert.NoError(t, err) {
+							return
+						}
+						resp.Body.Close()
+						if resp.StatusCode == http.StatusOK {
+							break
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("%d refused in the first window, %d in all", s.first, s.refused)
+		assert.Equal(t, 1, s.first)
+	})
+}
+
+// slowRefusals is a silent fixed window of limit requests a second from
+// the first, whose bare refusals take slow longer to answer than its
+// successes. It counts its refusals, and those of its first window.
+type slowRefusals struct {
+	limit          int
+	slow           time.Duration
+	mu             sync.Mutex
+	start          time.Time
+	n, windows     int
+	refused, first int
+}
+
+func (s *slowRefusals) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	if now := time.Now(); s.start.IsZero() || now.Sub(s.start) >= time.Second {
+		s.start, s.n = now, 0
+		s.windows++
+	}
+	s.n++
+	ok := s.n <= s.limit
+	if !ok {
+		s.refused++
+		if s.windows == 1 {
+			s.first++
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		time.Sleep(s.slow)
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+}

@@ -84,9 +84,16 @@ func (g *gate) rampDone(ok bool) {
 	}
 	switch {
 	case rl.ramp.size == 0:
-	case !ok || g.pz.count > 0 || g.is(heard) || g.hasQuotas() || rl.ramp.size >= rl.ramp.top:
+	case !ok || g.pz.count > 0 || g.is(heard) || g.hasQuotas():
 		rl.ramp.size = 0
-	case rl.ramp.out == 0 && rl.ramp.left == 0:
+	case rl.ramp.out > 0 || rl.ramp.left > 0:
+		// The rest of the batch is still out: its answers come back
+		// together, in any order, and a success read before a sibling's
+		// refusal must not release the queue into the window that
+		// refusal reports.
+	case rl.ramp.size >= rl.ramp.top:
+		rl.ramp.size = 0
+	default:
 		rl.ramp.size *= 2
 		rl.ramp.left = rl.ramp.size
 	}
