@@ -96,6 +96,7 @@ func (g *gate) done(tk *ticket, a *answer, now time.Time) time.Time {
 		g.rampDone(a != nil && a.status < 400)
 	}
 	if tk.seen == 0 {
+		g.waveAnswered(now)
 		g.ramp(now)
 	}
 	resumed := g.dispatch(now)

@@ -889,3 +889,54 @@ func (s *slowRefusals) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
 }
+
+// TestWaveStragglersAreWaitedFor: a loaded server answers a first wave
+// over many times its first round trip — real koa-ratelimit beside the
+// race-enabled tests took 32 to 252 ms over a wave of ten, its last
+// connections set up last — and the ramp, begun when waveWaitMin had
+// passed since the first answer, sent its batches on the connections the
+// first answers freed. They reached the server before the stragglers and
+// spent the window they were counted in: 3–10 refusals in the first
+// window where the wave itself was within the limit. While the wave's
+// answers keep coming, the rest of them are waited for.
+func TestWaveStragglersAreWaitedFor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &slowRefusals{limit: 10}
+		// The wave's k-th request takes 25k ms more to reach the server
+		// (its connection set up late); the rest, 10 ms each way.
+		tr := NewTransport(&lateWave{h: s, latency: 10 * time.Millisecond, step: 25 * time.Millisecond, n: 10})
+		defer tr.Close()
+		drive(t, tr, 10, 40)
+		t.Logf("%d refused in the first window, %d in all", s.first, s.refused)
+		assert.LessOrEqual(t, s.first, 1)
+	})
+}
+
+// lateWave is a RoundTripper to h, latency each way, whose first n
+// requests take step, 2·step... more on the way there.
+type lateWave struct {
+	h       http.Handler
+	latency time.Duration
+	step    time.Duration
+	n       int
+	mu      sync.Mutex
+	sent    int
+}
+
+func (l *lateWave) RoundTrip(req *http.Request) (*http.Response, error) {
+	l.mu.Lock()
+	k := l.sent
+	l.sent++
+	l.mu.Unlock()
+	way := l.latency
+	if k < l.n {
+		way += time.Duration(k) * l.step
+	}
+	time.Sleep(way)
+	rec := httptest.NewRecorder()
+	l.h.ServeHTTP(rec, req)
+	time.Sleep(l.latency)
+	resp := rec.Result()
+	resp.Request = req
+	return resp, nil
+}

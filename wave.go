@@ -19,6 +19,25 @@ import "time"
 // (advance). g.mu must be held.
 func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
 
+// waveAnswered extends the wait for the first wave's answers (waveEnd)
+// when one of them comes back while requests wait for the rest: its
+// answers are still coming, so the rest are waited for waveWaitMin more,
+// no later than waveWaitMax after the first request went. A slow call of
+// the wave (a long poll) is still waited for only once the others are
+// in, and not for long; but a loaded server answers a wave over many
+// times its first round trip (real koa-ratelimit beside the race-enabled
+// tests: 32 ms to 252 ms), and the wave's stragglers, their connections
+// set up last, reach it behind the ramp's requests sent on the
+// connections the first answers freed — which then spent the window the
+// stragglers were counted in (3–10 refusals in the first window, where
+// the wave itself was within the limit). g.mu must be held.
+func (g *gate) waveAnswered(now time.Time) {
+	if !g.waveOut() || g.rl == nil || g.rl.ramp.waveEnd.IsZero() || !now.Before(g.rl.ramp.waveEnd) {
+		return
+	}
+	g.rl.ramp.waveEnd = maxTime(g.rl.ramp.waveEnd, minTime(now.Add(waveWaitMin), g.rf.resumed.Add(waveWaitMax)))
+}
+
 // ramp starts the ramp (traits.ramp) when a first wave of several has
 // been answered (or its stragglers are no longer waited for: advance), all
 // its answers successes without a word of rate limits. The wave was
@@ -100,8 +119,10 @@ func (g *gate) rampDone(ok bool) {
 }
 
 // waveWaitMax bounds how long requests wait for the first wave's
-// answers (advance): the answers of one wave come back within the spread
-// of one round trip, not of many.
+// answers (advance), and how far the answers still coming extend that
+// wait from the first request (waveAnswered): a wave's answers come back
+// within a few round trips, even on a loaded server, and a slow call (a
+// long poll) is not waited for beyond it.
 const waveWaitMax = 500 * time.Millisecond
 
 // waveWaitMin is the least they wait: on loopback the first answers take
