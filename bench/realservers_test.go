@@ -216,12 +216,12 @@ const (
 //     NewRetryableClient: on a loaded machine a window's opener took 33
 //     ms to come back (the quickest round trip a few milliseconds), the
 //     probe of its end went 18 ms short of a second after that answer
-//     (span.end), and the server, which had counted the opener late in
-//     that round trip, refused it; its Retry-After of a second is a
-//     seventh of an 80-unit run: 1.18x and 1.21x, one refusal, once in
-//     a fresh-clone CI run and once beside the race-enabled tests
-//     (1.00-1.08x otherwise; 1.01x at 250 units). Not mended yet; held
-//     to 1.3x, as NestJS's 20per1s;
+//     (the gate's estimate of the end), and the server, which had
+//     counted the opener late in that round trip, refused it; its
+//     Retry-After of a second is a seventh of an 80-unit run: 1.18x and
+//     1.21x, one refusal, once in a fresh-clone CI run and once beside
+//     the race-enabled tests (1.00-1.08x otherwise; 1.01x at 250 units).
+//     Not mended yet; held to 1.3x, as NestJS's 20per1s;
 //   - a bare 429 over windows of 5 s (slowSetting, 250 units, only with
 //     THROTTLE_FULL_REAL=1): express-rate-limit with no headers 1.11x
 //     and 35 refusals, Flask-Limiter with headers off 1.11-1.12x and 33,
