@@ -318,7 +318,8 @@ func (g *gate) advance(now time.Time) (resumed bool) {
 			// waits for as long again as the first answers took, at
 			// least waveWaitMin and at most waveWaitMax: one slow call of
 			// the first wave (a long poll) holds the others back once,
-			// and not for long.
+			// and not for long. Answers of the wave that are still
+			// coming extend it (waveAnswered).
 			g.rl.ramp.waveEnd = now.Add(min(max(now.Sub(g.rf.resumed), waveWaitMin), waveWaitMax))
 		case !now.Before(g.rl.ramp.waveEnd):
 			g.wave = 0 // the stragglers are not waited for

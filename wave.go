@@ -16,7 +16,8 @@ import "time"
 // first would send a second wave into the limit their siblings' refusals,
 // still on the way, report (a first wave of 10 against a limit of 5 a
 // second: 5 refused, and 5 more). So it waits for them, until waveEnd
-// (advance). g.mu must be held.
+// (advance; waveAnswered extends it while they keep coming). g.mu must
+// be held.
 func (g *gate) waveOut() bool { return g.wave > 0 && g.rf.answered > 0 }
 
 // waveAnswered extends the wait for the first wave's answers (waveEnd)
