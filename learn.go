@@ -759,8 +759,17 @@ func (g *gate) learnQuotas(tk *ticket, a *answer, now time.Time) time.Time {
 		if a.status < 400 && !q.log && (q.stillCounted(s, sent) > 0 || q.lingers(s, tk.probe)) {
 			q.log = true // a sliding log, once the send log holds a window of ours (counted)
 		}
-		fresh, before := !q.known || tk.ver >= q.ver, q.at
+		fresh, before, slid := !q.known || tk.ver >= q.ver, q.at, q.sliding()
 		q.apply(s, a.refill, fresh, reset, guessed, timed, g.ver+1, sent, now)
+		if !slid && q.sliding() && !tk.at.IsZero() {
+			// Found to slide by this answer: it is paced from now on
+			// (quota.pace), and the next request a pace after the one
+			// this answers, not at once (go-chi/httprate, its windows
+			// ending 5 ms after the second: the request sent as the
+			// answer that found it came back was refused, and its
+			// Retry-After was a second).
+			g.nextSend = maxTime(g.nextSend, tk.at.Add(q.pace(now, 1, 0)))
+		}
 		if !fresh && q.at.Equal(before) && a.status < 400 {
 			q.spent(tk.charge[i], sent)
 		}

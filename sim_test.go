@@ -122,6 +122,29 @@ func TestSlidingWindowAlignedToItsCreation(t *testing.T) {
 	})
 }
 
+// TestSlidingCounterFoundIsPacedAtOnce: httprate's sliding window, its
+// windows ending 5 ms after the whole second. The probe of the first
+// window's end is refused (its reset, rounded down, allows it a few
+// milliseconds early); later a window opens with nothing remaining, the
+// answer that shows the window slides. The request after that answer
+// waits a pace from the one it answers: sent at once, it was refused and
+// its Retry-After cost a second (2 refusals, 1.34x before).
+func TestSlidingCounterFoundIsPacedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(5 * time.Millisecond)
+		srv := apisim.NewSlidingWindow(20, time.Second)
+		srv.Origin = time.Now()
+		time.Sleep(time.Millisecond)
+		tr := NewTransport(handlerTransport{h: srv, latency: time.Millisecond})
+		defer tr.Close()
+		elapsed := drive(t, tr, 10, 120)
+		st := srv.Snapshot()
+		t.Logf("%d ok, %d refused, elapsed %v", st.Admitted, st.Refused, elapsed)
+		assert.Equal(t, int64(1), st.Refused)
+		assert.LessOrEqual(t, elapsed.Seconds(), 1.2*6)
+	})
+}
+
 // TestBurstRefusalHoldsTwoWindows: a server that took a burst of 15 and
 // then refused bare, counting the refusals against the next window
 // (apisim.PenaltyWindow), sees nothing more from the Transport until that
