@@ -139,7 +139,7 @@ const (
 // the pace is at least that: the time since resumed over the requests
 // sent in it that it did not refuse, times aimdCut. (While the pace grows
 // fast, in slow start or a search, that average lags far behind it.)
-func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bool) (hold time.Duration) {
+func (a *aimd) refused(now, resumed time.Time, ok, inflight, held int, afterAnswers bool) (hold time.Duration) {
 	if a.step > 0 && ok == 0 {
 		return 0
 	}
@@ -151,18 +151,27 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight int, afterAnswers bo
 	a.ceil, a.dwell = a.step, 0
 	switch {
 	case a.step == 0:
+		// A burst: the first wave got through whole (the refused request
+		// went after some answers), aimdSamples or more of it. A refusal
+		// within the first wave says the server's burst is smaller than
+		// what was sent at once: a bucket, searched from the guess.
+		a.slow = ok < aimdSamples || !afterAnswers
 		n := max(ok, inflight, 1)
+		if a.slow {
+			// The requests held back only for the wave's answers count
+			// as on the wire, where they would be but for the wait. Not
+			// after a burst: what it showed is what got through and
+			// what is on the wire (fifty goroutines, a first wave of ten,
+			// waveMax: the forty held read as on the wire paced the
+			// partition at twenty a second).
+			n = max(n, inflight+held)
+		}
 		if ok >= aimdSamples {
 			n = min(n, 2*ok)
 		}
 		a.step = time.Duration(float64(time.Second/time.Duration(n)) * aimdCut)
 		a.shown, a.showing = ok, true
 		a.safe, a.tight, a.twice = 0, 0, false
-		// A burst: the first wave got through whole (the refused request
-		// went after some answers), aimdSamples or more of it. A refusal
-		// within the first wave says the server's burst is smaller than
-		// what was sent at once: a bucket, searched from the guess.
-		a.slow = ok < aimdSamples || !afterAnswers
 		switch {
 		case a.slow && afterAnswers:
 			a.wave = waveAfter

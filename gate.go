@@ -397,6 +397,8 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 	switch {
 	case !g.pz.until.IsZero() && now.Before(g.pz.until):
 		wake = g.pz.until
+	case g.waveFull(now):
+		wake = g.rf.resumed.Add(waveWaitMax)
 	case g.waveOut() && g.rl != nil && now.Before(g.rl.ramp.waveEnd):
 		wake = g.rl.ramp.waveEnd
 	case g.rampHolds(now):
@@ -439,7 +441,7 @@ func (g *gate) check(now time.Time, c *cost, ch *[maxQuotas]int64) (ok bool, wak
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.pz.on || g.pz.probe || g.pz.probing || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() || g.is(capped) ||
+	if g.pz.on || g.pz.probe || g.pz.probing || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() || g.is(capped) || g.wave >= waveMax ||
 		(g.rl != nil && (g.rl.pace.step > 0 || g.rl.ramp.size > 0)) {
 		return false
 	}

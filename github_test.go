@@ -105,9 +105,11 @@ func TestGitHubKeepsTenOnTheWire(t *testing.T) {
 // waiting requests go.
 func TestGitHubBoundFreedByOwnGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// The first request of the wave is answered; the other 19, sent
-		// with it before any answer, fail.
-		base := &wireCounter{latency: 50 * time.Millisecond, resource: "core", fail: func(n int64) bool { return n > 1 && n <= 20 }}
+		// The first request of the wave is answered; the other nine,
+		// sent with it before any answer (a first wave is at most
+		// waveMax), fail. The ten after them wait for the first answer,
+		// then at the bucket it names, behind the nine on the wire.
+		base := &wireCounter{latency: 50 * time.Millisecond, resource: "core", fail: func(n int64) bool { return n > 1 && n <= waveMax }}
 		tr := NewTransport(base)
 		defer tr.Close()
 		client := &http.Client{Transport: tr}
@@ -125,9 +127,8 @@ func TestGitHubBoundFreedByOwnGate(t *testing.T) {
 				}
 				resp.Body.Close()
 				ok.Add(1)
-				// The first goroutine's next request: its route's bucket
-				// is known, and the 19 on the wire fill it; nobody else
-				// sends through it.
+				// Each goroutine's next request: its route's bucket is
+				// known, and goes through it.
 				resp, err = client.Get("http://api.test/repos/o/r")
 				require.NoError(t, err)
 				resp.Body.Close()
@@ -141,8 +142,8 @@ func TestGitHubBoundFreedByOwnGate(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatal("requests waiting at the bucket were never let through")
 		}
-		assert.Equal(t, int64(19), failed.Load())
-		assert.Equal(t, int64(2), ok.Load())
+		assert.Equal(t, int64(waveMax-1), failed.Load())
+		assert.Equal(t, int64(2*(20-waveMax+1)), ok.Load())
 		assert.LessOrEqual(t, base.mostAfterFirst(), githubMaxWire)
 	})
 }

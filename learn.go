@@ -199,7 +199,7 @@ func (g *gate) learn(tk *ticket, a *answer, now time.Time) time.Time {
 		// A window that reopened and let few through is a rate in debt
 		// (aimd.reopened), read before this refusal is recorded.
 		debt := g.rl != nil && g.rl.turn.fewAfterOpening(g.sentAt(tk, now))
-		hold := g.traits().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1+g.waveHeld(), g.afterAnswers(tk))
+		hold := g.traits().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, g.waveHeld(), g.afterAnswers(tk))
 		if debt {
 			t := &g.rl.turn
 			g.rl.pace.reopened(now, t.quota, t.lo, t.hi)
@@ -417,7 +417,7 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, bare bool, no
 		}
 		g.traits().pace.measured(min(step, g.maxPause), d)
 	default:
-		g.traits().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, g.afterAnswers(tk))
+		g.traits().pace.refused(now, g.rf.resumed, g.rf.ok, g.inflight+1, 0, g.afterAnswers(tk))
 		g.traits().pace.step = min(g.traits().pace.step, g.maxPause)
 		g.traits().pace.penalty = d
 		if g.traits().beside = g.hasQuotas(); g.traits().beside {

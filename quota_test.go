@@ -175,16 +175,24 @@ func TestAIMD(t *testing.T) {
 	}
 
 	var lone aimd
-	assert.Equal(t, 2*cut(100*time.Millisecond), lone.refused(t0.Add(20*time.Millisecond), t0, 0, 10, false),
+	assert.Equal(t, 2*cut(100*time.Millisecond), lone.refused(t0.Add(20*time.Millisecond), t0, 0, 10, 0, false),
 		"refused before any answer got through: probe after twice the guess")
 	assert.Equal(t, cut(100*time.Millisecond), lone.step, "8 refused at once, 2 still on the wire: 10 a second, just under")
 	assert.True(t, lone.slow, "a guess: slow start")
-	lone.refused(t0.Add(300*time.Millisecond), t0, 1, 1, true)
+	lone.refused(t0.Add(300*time.Millisecond), t0, 1, 1, 0, true)
 	assert.Equal(t, 2*cut(100*time.Millisecond), lone.step, "refused before a run got through: half the rate")
 	assert.False(t, lone.slow)
 
+	// Requests held back only for the first wave's answers count as on
+	// the wire for a guess (slow start), not for a burst's quota.
+	var held, burst aimd
+	held.refused(t0.Add(30*time.Millisecond), t0, 4, 2, 6, false)
+	assert.Equal(t, cut(125*time.Millisecond), held.step, "4 through, a refusal within the wave, 2 on the wire and 6 held: 8 a second")
+	assert.Equal(t, aimdHold, burst.refused(t0.Add(60*time.Millisecond), t0, 10, 1, 40, true))
+	assert.Equal(t, 100*time.Millisecond, burst.ceil, "a burst of 10 with 40 held behind it: 10 a second")
+
 	var w aimd
-	assert.Zero(t, w.refused(t0.Add(30*time.Millisecond), t0, 6, 10, false),
+	assert.Zero(t, w.refused(t0.Add(30*time.Millisecond), t0, 6, 10, 0, false),
 		"6 through, then a refusal of the first wave: the server's burst is smaller than the wave, no hold")
 	assert.True(t, w.slow, "a bucket: searched from the guess")
 	assert.Equal(t, waveWithin, w.wave, "or a window the wave emptied: the first success after it tells")
@@ -193,50 +201,50 @@ func TestAIMD(t *testing.T) {
 	// answers are counted (answers arriving together are counted in any
 	// order): decided when the pause it began ends.
 	var v aimd
-	assert.Zero(t, v.refused(t0.Add(5*time.Millisecond), t0, 2, 9, true))
+	assert.Zero(t, v.refused(t0.Add(5*time.Millisecond), t0, 2, 9, 0, true))
 	assert.Equal(t, waveAfter, v.wave)
 	assert.Equal(t, aimdHold, v.settleWave(10), "ten got through by the end of the pause: a burst after all")
 	assert.False(t, v.slow, "a burst: no slow start")
 	assert.Zero(t, v.settleWave(10), "decided once")
 	var u aimd
-	u.refused(t0.Add(5*time.Millisecond), t0, 2, 9, true)
+	u.refused(t0.Add(5*time.Millisecond), t0, 2, 9, 0, true)
 	assert.Zero(t, u.settleWave(3), "three: not a burst")
 	assert.True(t, u.slow)
 
 	var a aimd
-	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, true), "a burst of 10 then a refusal: hold two windows")
+	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, 0, true), "a burst of 10 then a refusal: hold two windows")
 	plateau := a.plateau()
 	assert.Equal(t, 100500*time.Microsecond-1, plateau) // 100 ms less half of aimdGain, in float64
 	assert.Equal(t, plateau, a.step, "10 taken before the first refusal: 10 a second, at the plateau just under it")
 	assert.Equal(t, 100*time.Millisecond, a.ceil)
 	assert.False(t, a.slow, "the burst showed the quota: no slow start")
-	assert.Zero(t, a.refused(t0.Add(3*time.Second), t0.Add(2900*time.Millisecond), 0, 1, true))
+	assert.Zero(t, a.refused(t0.Add(3*time.Second), t0.Add(2900*time.Millisecond), 0, 1, 0, true))
 	assert.Equal(t, plateau, a.step, "no success since the pause: unchanged")
 	runs(&a, aimdRun)
 	assert.Equal(t, plateau, a.step, "a run dwells at the plateau")
 	b := a
-	assert.Zero(t, a.refused(t0.Add(4500*time.Millisecond), t0, 39, 3, true), "a paced refusal holds nothing")
+	assert.Zero(t, a.refused(t0.Add(4500*time.Millisecond), t0, 39, 3, 0, true), "a paced refusal holds nothing")
 	assert.Equal(t, cut(4500*time.Millisecond/41), a.step,
 		"creeping: measured, 39 answered plus 2 on the wire in 4.5 s, times the cut, slower than the safe interval")
 	// The same run over 5 s (and over a minute) measures a rate further
 	// under the pace refused than three cuts: what the server took over a
 	// run that started slower says less than the pace the creep reached.
 	c := b
-	b.refused(t0.Add(5*time.Second), t0, 39, 3, true)
+	b.refused(t0.Add(5*time.Second), t0, 39, 3, 0, true)
 	assert.InDelta(t, float64(cut(cut(cut(plateau)))), float64(b.step), 10, "no slower than the pace refused, cut three times")
-	c.refused(t0.Add(time.Minute), t0, 39, 3, true)
+	c.refused(t0.Add(time.Minute), t0, 39, 3, 0, true)
 	assert.Equal(t, b.step, c.step)
 
 	// One request at a time: the guess (a second) rests on one request.
 	var s aimd
-	s.refused(t0.Add(2*time.Millisecond), t0, 1, 1, true)
+	s.refused(t0.Add(2*time.Millisecond), t0, 1, 1, 0, true)
 	assert.Equal(t, cut(time.Second), s.step)
 	assert.True(t, s.slow)
 	runs(&s, aimdStartRun)
 	assert.Equal(t, cut(time.Second)/2, s.step, "slow start: a run doubles the rate")
 	runs(&s, 3*aimdStartRun)
 	assert.Equal(t, cut(time.Second)/16, s.step)
-	s.refused(t0.Add(5*time.Second), t0.Add(4*time.Second), 3, 1, true)
+	s.refused(t0.Add(5*time.Second), t0.Add(4*time.Second), 3, 1, 0, true)
 	assert.False(t, s.slow)
 	assert.Equal(t, cut(time.Second)/8, s.step, "back to the last interval a run got through at")
 	assert.Equal(t, cut(time.Second)/16, s.tight, "the guess was far off: search up to the refused interval")
@@ -244,7 +252,7 @@ func TestAIMD(t *testing.T) {
 	runs(&s, aimdRun)
 	assert.InDelta(t, float64(2/(1/float64(before)+1/float64(tight))), float64(s.step), 1, "halfway, in rate")
 	refused := s.step
-	s.refused(t0.Add(9*time.Second), t0.Add(8*time.Second), 20, 1, true)
+	s.refused(t0.Add(9*time.Second), t0.Add(8*time.Second), 20, 1, 0, true)
 	assert.Equal(t, before, s.step, "refused while searching: back to the safe interval")
 	assert.Equal(t, refused, s.tight)
 	for range 10 {
@@ -254,9 +262,9 @@ func TestAIMD(t *testing.T) {
 
 	// The guess got through, its double did not: the guess was about right.
 	var g aimd
-	g.refused(t0, t0, 1, 10, true)
+	g.refused(t0, t0, 1, 10, 0, true)
 	runs(&g, aimdStartRun)
-	g.refused(t0.Add(time.Second), t0, 2, 1, true)
+	g.refused(t0.Add(time.Second), t0, 2, 1, 0, true)
 	assert.Equal(t, cut(100*time.Millisecond), g.step,
 		"back to the guess, which already has its margin (a second one cost nginx at 10 a second 1.09-1.10x)")
 	assert.Zero(t, g.tight, "no search")
@@ -288,7 +296,7 @@ func TestAIMD(t *testing.T) {
 func TestBurstRecount(t *testing.T) {
 	plateau := func(d time.Duration) time.Duration { return time.Duration(float64(d) * (1 + aimdGain/2)) }
 	var a aimd
-	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 17, 17, true))
+	assert.Equal(t, aimdHold, a.refused(t0.Add(30*time.Millisecond), t0, 17, 17, 0, true))
 	assert.InDelta(t, float64(plateau(time.Second/17)), float64(a.step), 2)
 	a.recount(20)
 	assert.Equal(t, plateau(time.Second/20), a.step, "20 of the burst got through: 20 a second, just under")
@@ -297,7 +305,7 @@ func TestBurstRecount(t *testing.T) {
 	assert.Equal(t, plateau(time.Second/20), a.step, "never slower")
 
 	var s aimd
-	s.refused(t0.Add(5*time.Millisecond), t0, 2, 9, false) // a bucket: slow start
+	s.refused(t0.Add(5*time.Millisecond), t0, 2, 9, 0, false) // a bucket: slow start
 	step := s.step
 	s.recount(20)
 	assert.Equal(t, step, s.step, "slow start is not a burst's pace")
@@ -325,7 +333,7 @@ func TestAIMDDwellsShortOfTheRateRefused(t *testing.T) {
 	short := func(d time.Duration) time.Duration { return time.Duration(float64(d) * (1 + aimdGain/2)) }
 
 	var a aimd
-	a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, true) // a burst of 10: 10 a second
+	a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, 0, true) // a burst of 10: 10 a second
 	assert.Equal(t, 100*time.Millisecond, a.ceil)
 	for i := 0; a.step > short(a.ceil); i++ {
 		require.Less(t, i, 20, "the creep never reached the plateau")
@@ -348,7 +356,7 @@ func TestAIMDDwellsShortOfTheRateRefused(t *testing.T) {
 		runs(&a, aimdRun)
 	}
 	refused := a.step
-	a.refused(t0.Add(time.Minute), t0.Add(59*time.Second), 2, 1, true)
+	a.refused(t0.Add(time.Minute), t0.Add(59*time.Second), 2, 1, 0, true)
 	assert.Equal(t, refused, a.ceil)
 	at := 0 // runs at the plateau
 	for range 200 {
@@ -365,7 +373,7 @@ func TestAIMDDwellsShortOfTheRateRefused(t *testing.T) {
 	// A ceiling the pace is already past (the guess came from more than
 	// got through) is dropped, not dwelt at.
 	var b aimd
-	b.refused(t0.Add(30*time.Millisecond), t0, 7, 10, true)
+	b.refused(t0.Add(30*time.Millisecond), t0, 7, 10, 0, true)
 	b.ceil = 2 * b.step
 	runs(&b, aimdRun)
 	assert.Less(t, b.step, time.Duration(float64(100*time.Millisecond)*aimdCut))
@@ -835,7 +843,7 @@ func TestRisingRemainingIsNotSpread(t *testing.T) {
 // requests sent at the old pace prove nothing of the new one.
 func TestAIMDSlowStartProvesThePaceItSends(t *testing.T) {
 	var a aimd
-	a.refused(t0.Add(30*time.Millisecond), t0, 1, 2, true) // one through, then refused: slow start
+	a.refused(t0.Add(30*time.Millisecond), t0, 1, 2, 0, true) // one through, then refused: slow start
 	require.True(t, a.slow)
 	step, changed := a.step, t0.Add(30*time.Millisecond)
 	for i := range 10 {
@@ -858,11 +866,11 @@ func TestAIMDSlowStartProvesThePaceItSends(t *testing.T) {
 func TestAIMDHalvedSearchesBack(t *testing.T) {
 	late := t0.Add(time.Hour)
 	var a aimd
-	a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, true) // a burst: 10 a second
-	a.refused(t0.Add(3*time.Second), t0.Add(2*time.Second), 2, 1, true)
+	a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, 0, true) // a burst: 10 a second
+	a.refused(t0.Add(3*time.Second), t0.Add(2*time.Second), 2, 1, 0, true)
 	require.Zero(t, a.safe, "the pace after the cut is not proven yet")
 	refused := a.step
-	a.refused(t0.Add(4*time.Second), t0.Add(3*time.Second), 1, 1, true)
+	a.refused(t0.Add(4*time.Second), t0.Add(3*time.Second), 1, 1, 0, true)
 	require.Equal(t, 2*refused, a.step, "refused again before a run: half the rate")
 	for range aimdRun {
 		a.succeeded(late, late)
@@ -878,8 +886,8 @@ func TestAIMDNearMissSearchesBackFromNearBy(t *testing.T) {
 	late := t0.Add(time.Hour)
 	start := func() *aimd {
 		var a aimd
-		a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, true) // a burst: 10 a second
-		a.refused(t0.Add(3*time.Second), t0.Add(2*time.Second), 2, 1, true)
+		a.refused(t0.Add(30*time.Millisecond), t0, 10, 10, 0, true) // a burst: 10 a second
+		a.refused(t0.Add(3*time.Second), t0.Add(2*time.Second), 2, 1, 0, true)
 		require.Zero(t, a.safe, "the pace after the cut is not proven yet")
 		return &a
 	}
@@ -889,7 +897,7 @@ func TestAIMDNearMissSearchesBackFromNearBy(t *testing.T) {
 		a.succeeded(late, late)
 	}
 	require.GreaterOrEqual(t, time.Duration(a.good)*a.step, aimdSpan)
-	a.refused(late, late.Add(-time.Second), aimdSamples*3, 1, true)
+	a.refused(late, late.Add(-time.Second), aimdSamples*3, 1, 0, true)
 	assert.Equal(t, time.Duration(float64(refused)*aimdSearch), a.step, "near the rate: a step back, not half")
 	assert.Equal(t, refused, a.tight, "and a search back up to the pace refused")
 
@@ -897,7 +905,7 @@ func TestAIMDNearMissSearchesBackFromNearBy(t *testing.T) {
 	for range aimdSamples - 1 {
 		a.succeeded(late, late)
 	}
-	a.refused(late, late.Add(-time.Second), aimdSamples-1, 1, true)
+	a.refused(late, late.Add(-time.Second), aimdSamples-1, 1, 0, true)
 	assert.Equal(t, 2*refused, a.step, "too few successes to say: half the rate")
 }
 
@@ -909,7 +917,7 @@ func TestAIMDNearMissSearchesBackFromNearBy(t *testing.T) {
 func TestAIMDReopenedPacesTheDebt(t *testing.T) {
 	burst := func() aimd {
 		var a aimd
-		a.refused(t0.Add(10*time.Millisecond), t0, 20, 10, true)
+		a.refused(t0.Add(10*time.Millisecond), t0, 20, 10, 0, true)
 		require.False(t, a.slow)
 		return a
 	}
@@ -946,8 +954,8 @@ func TestAIMDReopenedPacesTheDebt(t *testing.T) {
 func TestAIMDRunOutlastsTheBurst(t *testing.T) {
 	late := t0.Add(time.Hour)
 	var a aimd
-	a.refused(t0.Add(20*time.Millisecond), t0, 12, 50, false) // a first wave of 50, 12 through so far
-	a.settleWave(20)                                          // 20 of the wave through in all
+	a.refused(t0.Add(20*time.Millisecond), t0, 12, 50, 0, false) // a first wave of 50, 12 through so far
+	a.settleWave(20)                                             // 20 of the wave through in all
 	require.True(t, a.slow)
 	require.Equal(t, 20, a.shown)
 	guess := time.Second / 24
@@ -967,7 +975,7 @@ func TestAIMDRunOutlastsTheBurst(t *testing.T) {
 	assert.Equal(t, step/2, a.step, "the 21st does")
 
 	var b aimd
-	b.refused(t0.Add(20*time.Millisecond), t0, 0, 2, false) // 2 in flight: 2 a second
+	b.refused(t0.Add(20*time.Millisecond), t0, 0, 2, 0, false) // 2 in flight: 2 a second
 	b.settleWave(40)
 	step = b.step // 2 a second: half a second is one request
 	for range aimdStartRun {
@@ -1317,7 +1325,7 @@ func TestAIMDWaveWiderThanTheWindow(t *testing.T) {
 	cut := func(d time.Duration) time.Duration { return time.Duration(float64(d) * aimdCut) }
 	wave := func() *aimd {
 		a := new(aimd)
-		a.refused(t0.Add(20*time.Millisecond), t0, 10, 20, false)
+		a.refused(t0.Add(20*time.Millisecond), t0, 10, 20, 0, false)
 		a.settleWave(10) // the first pause ends: all ten successes counted
 		require.True(t, a.slow)
 		require.Equal(t, waveWithin, a.wave)
@@ -1350,7 +1358,7 @@ func TestAIMDWaveWiderThanTheWindow(t *testing.T) {
 
 	// A wave of which fewer than aimdSamples got through says too little.
 	few := new(aimd)
-	few.refused(t0.Add(20*time.Millisecond), t0, 2, 20, false)
+	few.refused(t0.Add(20*time.Millisecond), t0, 2, 20, 0, false)
 	few.settleWave(2)
 	assert.False(t, few.turned(t0.Add(2*time.Second), t0.Add(2*time.Second)))
 	assert.True(t, few.slow)
@@ -1360,7 +1368,7 @@ func TestAIMDWaveWiderThanTheWindow(t *testing.T) {
 	// first refusal of fifty came back. What the wave showed is counted
 	// when its pause ends, and bounds the guess as it would have then.
 	late := new(aimd)
-	late.refused(t0.Add(20*time.Millisecond), t0, 2, 48, false)
+	late.refused(t0.Add(20*time.Millisecond), t0, 2, 48, 0, false)
 	assert.Equal(t, cut(time.Second/48), late.step, "48 on the wire")
 	late.settleWave(10)
 	assert.Equal(t, cut(time.Second/20), late.step, "twice the ten that got through")

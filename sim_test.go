@@ -836,6 +836,36 @@ func TestMovingWindowTimedFromTheFirstWave(t *testing.T) {
 	}
 }
 
+// TestFirstWaveIsCapped: fifty goroutines against ten a second send at
+// most waveMax before the first answer comes back; the rest wait for
+// the wave's answers and go as they allow. With express-rate-limit's
+// draft-8 fields, what remains: no refusal (40 before, when all fifty
+// went at once). With a bare 429, the ramp after the silent wave: the
+// one refusal that finds the limit (44 before), and the pace its burst
+// showed, ten a second, not the forty waiting read as on the wire
+// (aimd.refused: twenty a second, 1.11x and 11 refusals).
+func TestFirstWaveIsCapped(t *testing.T) {
+	for _, tc := range []struct {
+		behaviour string
+		refusals  int
+		ratio     float64
+	}{
+		{"a/express draft-8", 0, 1.05},
+		{"h/bare 429, epoch window", 1, 1.10},
+		{"o/rate-limiter-flexible memory, bare", 1, 1.10},
+	} {
+		t.Run(tc.behaviour, func(t *testing.T) {
+			b := modelBehaviourOf(t, tc.behaviour)
+			r := runModel(t, b, modelRun{rate: 10, workers: 50, total: 250, latency: 20 * time.Millisecond, jitter: 10 * time.Millisecond})
+			require.True(t, r.finished, "unfinished: %d in %v", r.done, r.elapsed)
+			t.Logf("%d refused, %.3fx", r.counts.refused, r.ratio())
+			assert.Zero(t, r.counts.inPause, "requests sent during a pause")
+			assert.LessOrEqual(t, r.counts.refused, tc.refusals)
+			assert.LessOrEqual(t, r.ratio(), tc.ratio)
+		})
+	}
+}
+
 // TestRampWaitsForItsLastBatch: goroutines that start one after another
 // (a loaded machine) make a small first wave, and the ramp after it
 // (gate.ramp) ends with a batch as large as that wave. Its answers come

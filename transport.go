@@ -293,6 +293,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if err != nil {
 				return nil, t.refuse(req, key, b.explain(err, key, "the server paused or paced the partition"))
 			}
+			if w != nil && g == own && !routed && own.routes.Load() != nil {
+				// The host's answers named buckets while req waited
+				// (for the first wave's, waveFull): it goes as its
+				// bucket's gate allows, not as the partition's.
+				r, routed = t.routeOf(req), true
+				if b := own.routed(r); b != nil {
+					own.abort(&tk)
+					g = b
+					continue
+				}
+			}
 			if t.store == nil || g != own {
 				break
 			}

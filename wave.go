@@ -8,6 +8,29 @@ import "time"
 // doubling from one (ramp), so that a wave that spent the server's window
 // costs one refusal, not a wave of them.
 
+// waveFull reports whether the first wave is as large as it may be
+// (waveMax) and none of its answers has come back: a request sent now
+// waits for them, then for the rest of them (waveOut), as the first
+// wave's successors do, and goes as its answers allow — what remains of
+// a quota they advertise, or the ramp after a wave that said nothing.
+// Fifty goroutines against a limit of ten a second sent fifty at once
+// and forty were refused, whatever the answers said: now at most
+// waveMax go before any answer. A first call slower than waveWaitMax (a
+// long poll) holds the rest back once, and not for long: then they go
+// as part of its wave. An answer that names a bucket is learned in the
+// bucket's gate, not in the partition's (answered stays 0 there): heard
+// ends the wait, and the requests that waited go through their bucket's
+// gate (Transport.RoundTrip). g.mu must be held.
+func (g *gate) waveFull(now time.Time) bool {
+	return g.wave >= waveMax && g.rf.answered == 0 && !g.is(heard) && now.Before(g.rf.resumed.Add(waveWaitMax))
+}
+
+// waveMax is the most requests a partition sends before the first
+// answer comes back: the most refusals issue 18 allows a run of 250
+// (ten), and as many as GitHub's client keeps on the wire
+// (githubMaxWire).
+const waveMax = 10
+
 // waveOut reports whether answers to the first wave — the requests sent
 // before any answer came back — have begun to come back and some are still
 // out. A request sent then, before they are all in, would go to a server
