@@ -106,6 +106,11 @@
 //   - Priority lanes: WithPriority lets a waiting request go before those
 //     of lower priority (FIFO among equals); a request yields its place to
 //     at most 64 later arrivals, so low priority delays but never starves.
+//   - The first wave: a partition sends at most ten requests before its
+//     first answer comes back, so that fifty goroutines started at once
+//     do not all meet a limit nobody has heard of yet; the rest wait for
+//     the wave's answers (a slow first call holds them back at most half
+//     a second, once) and go as those answers allow.
 //   - Servers that say little: a bare 429 or 503, or an overloaded 529,
 //     teaches a pace. The first refusal guesses it (just under what the
 //     server took per second before refusing); slow start then doubles
