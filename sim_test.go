@@ -866,6 +866,42 @@ func TestFirstWaveIsCapped(t *testing.T) {
 	}
 }
 
+// TestSlowFirstWaveHoldsTheRestOnce: thirty goroutines whose first ten
+// calls are slow (a language model's completions, 3 s each): the other
+// twenty wait for the first wave's answers at most waveWaitMax after the
+// first request went, once, and then go.
+func TestSlowFirstWaveHoldsTheRestOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var arrived []time.Duration
+		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			mu.Lock()
+			arrived = append(arrived, time.Since(start))
+			n := len(arrived)
+			mu.Unlock()
+			if n <= waveMax {
+				time.Sleep(3 * time.Second)
+			} else {
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+		tr := NewTransport(handlerTransport{h: h, latency: 10 * time.Millisecond})
+		defer tr.Close()
+		drive(t, tr, 30, 60)
+		require.Len(t, arrived, 60)
+		for i, at := range arrived[:waveMax] {
+			assert.Less(t, at, 50*time.Millisecond, "request %d of the first wave", i)
+		}
+		// The eleventh reached the server half a second after the
+		// first request left (waveWaitMax), a way there later.
+		assert.GreaterOrEqual(t, arrived[waveMax], waveWaitMax)
+		assert.Less(t, arrived[waveMax], waveWaitMax+50*time.Millisecond)
+		// And the twenty with it, at once: the wait is paid once.
+		assert.Less(t, arrived[3*waveMax-1], waveWaitMax+50*time.Millisecond)
+	})
+}
+
 // TestRampWaitsForItsLastBatch: goroutines that start one after another
 // (a loaded machine) make a small first wave, and the ramp after it
 // (gate.ramp) ends with a batch as large as that wave. Its answers come
