@@ -110,7 +110,9 @@
 //     first answer comes back, so that fifty goroutines started at once
 //     do not all meet a limit nobody has heard of yet; the rest wait for
 //     the wave's answers (a slow first call holds them back at most half
-//     a second, once) and go as those answers allow.
+//     a second, once, and never past a request's WithMaxWait or context
+//     deadline: such a wait is caution, not the server's word) and go as
+//     those answers allow.
 //   - Servers that say little: a bare 429 or 503, or an overloaded 529,
 //     teaches a pace. The first refusal guesses it (just under what the
 //     server took per second before refusing); slow start then doubles

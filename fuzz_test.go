@@ -54,7 +54,7 @@ func FuzzGateLearns(f *testing.F) {
 			} else {
 				g.advance(now)
 				var ch [maxQuotas]int64
-				if ok, _, err := g.check(now, c, &ch); err == nil && ok {
+				if ok, _, err := g.check(now, c, &ch, time.Time{}); err == nil && ok {
 					tks = append(tks, ticket{})
 					g.sent(now, c, &ch, &tks[len(tks)-1])
 				}
@@ -82,7 +82,7 @@ func FuzzGateLearns(f *testing.F) {
 		later := now.Add(2 * maxPause)
 		g.advance(later)
 		var ch [maxQuotas]int64
-		if ok, wake, err := g.check(later, c, &ch); err == nil && !ok {
+		if ok, wake, err := g.check(later, c, &ch, time.Time{}); err == nil && !ok {
 			t.Fatalf("still held after every answer and the longest pause (until %v)", wake.Sub(later))
 		}
 	})

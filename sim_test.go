@@ -902,6 +902,46 @@ func TestSlowFirstWaveHoldsTheRestOnce(t *testing.T) {
 	})
 }
 
+// TestFirstWaveWaitKeepsMaxWait: the wait for a slow first wave's
+// answers is the gate's caution, not the server's word: a request that
+// may not wait that long (WithMaxWait of 100 ms) goes instead of failing
+// for it (twenty of thirty failed).
+func TestFirstWaveWaitKeepsMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if n.Add(1) <= waveMax {
+				time.Sleep(3 * time.Second)
+			} else {
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+		tr := NewTransport(handlerTransport{h: h, latency: 10 * time.Millisecond}, WithMaxWait(100*time.Millisecond))
+		defer tr.Close()
+		client := &http.Client{Transport: tr}
+		start := time.Now()
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		var fast atomic.Int64 // done within 100 ms of a way there and back
+		for range 3 * waveMax {
+			wg.Go(func() {
+				resp, err := client.Get("http://api.test/x")
+				if err != nil {
+					failed.Add(1)
+					return
+				}
+				resp.Body.Close()
+				if time.Since(start) < 200*time.Millisecond {
+					fast.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Zero(t, failed.Load())
+		assert.Equal(t, int64(2*waveMax), fast.Load())
+	})
+}
+
 // TestRampWaitsForItsLastBatch: goroutines that start one after another
 // (a loaded machine) make a small first wave, and the ramp after it
 // (gate.ramp) ends with a batch as large as that wave. Its answers come
