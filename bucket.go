@@ -13,9 +13,14 @@ import (
 // then keeps one gate per bucket, below its own: an answer that names a
 // bucket teaches that bucket's gate, and the request's route is remembered
 // as that bucket's, so that later requests of the route wait only on their
-// bucket's pauses and pace. Requests whose route's bucket is not known yet
-// pass the partition's own gate, as requests to hosts that name no bucket
-// do.
+// bucket's pauses and pace. A request whose route's bucket is not known
+// yet goes as the last route learned of the same method and first path
+// segment went (GET /repos/octocat/hello as GET /repos/torvalds/linux:
+// GitHub's core): a crawler that meets a new owner with every request
+// would otherwise send each into the pause of the bucket it spent. Its
+// answer corrects the guess: the bucket it names, or none. Requests of
+// routes with no such guess pass the partition's own gate, as requests
+// to hosts that name no bucket do.
 
 // maxRoutes bounds the routes one partition remembers; later routes go
 // through the partition's own gate.
@@ -47,8 +52,10 @@ func routeOf(req *http.Request) route {
 // method and the first two segments of its URL path ("GET /search/issues",
 // "GET /repos/octocat", "POST /graphql"): once an answer to such a request
 // names its bucket, later requests of the same route wait only on that
-// bucket. f returns the route of a request; requests with equal routes
-// share a bucket. A partition remembers at most 1024 routes. A nil f
+// bucket; a route not learned yet goes as the last route learned of the
+// same method and first segment. f returns the route of a request
+// (compared whole: a route from f has no segments); requests with equal
+// routes share a bucket. A partition remembers at most 1024 routes. A nil f
 // means the default rule.
 func WithBucketRoute(f func(*http.Request) string) Option {
 	return func(t *Transport) { t.route = f }
@@ -91,7 +98,15 @@ type routeTable struct {
 type routeSet struct {
 	list []routeGate // when m is nil
 	m    map[route]*gate
+	// families is, for each method and first path segment of the
+	// routes (route.second empty), the bucket of the last route of that
+	// family learned: the guess for a route of the family not learned
+	// yet (routeTable.guess). At most maxFamilies.
+	families []routeGate
 }
+
+// maxFamilies bounds routeSet.families.
+const maxFamilies = 64
 
 type routeGate struct {
 	r route
@@ -118,6 +133,23 @@ func (t *routeTable) len() int {
 	return 1
 }
 
+// guess returns the bucket gate a route not learned yet most likely
+// belongs to (the package comment), or nil.
+func (t *routeTable) guess(r route) *gate {
+	if t.more == nil {
+		if t.r.method == r.method && t.r.first == r.first {
+			return t.g
+		}
+		return nil
+	}
+	for _, f := range t.more.families {
+		if f.r.method == r.method && f.r.first == r.first {
+			return f.g
+		}
+	}
+	return nil
+}
+
 // with returns a copy of t (which may be nil) in which r is b's route.
 func (t *routeTable) with(r route, b *gate) *routeTable {
 	r = route{strings.Clone(r.method), strings.Clone(r.first), strings.Clone(r.second)}
@@ -125,9 +157,28 @@ func (t *routeTable) with(r route, b *gate) *routeTable {
 	case t == nil, t.more == nil && t.r == r:
 		return &routeTable{routeGate: routeGate{r, b}}
 	case t.more == nil:
-		return &routeTable{more: &routeSet{list: []routeGate{t.routeGate, {r, b}}}}
+		s := &routeSet{list: []routeGate{t.routeGate}}
+		s.families = withFamily(nil, t.r, t.g)
+		return &routeTable{more: s.with(r, b)}
 	}
 	return &routeTable{more: t.more.with(r, b)}
+}
+
+// withFamily returns a copy of families in which r's family (its method
+// and first path segment) guesses b, unless there are maxFamilies others.
+func withFamily(families []routeGate, r route, b *gate) []routeGate {
+	fam := route{method: r.method, first: r.first}
+	i := 0
+	for i < len(families) && families[i].r != fam {
+		i++
+	}
+	if i == len(families) && i == maxFamilies {
+		return families
+	}
+	c := make([]routeGate, max(len(families), i+1))
+	copy(c, families)
+	c[i] = routeGate{fam, b}
+	return c
 }
 
 func (t *routeSet) get(r route) *gate {
@@ -151,38 +202,49 @@ func (t *routeSet) len() int {
 
 // with returns a copy of t in which r (cloned) is b's route.
 func (t *routeSet) with(r route, b *gate) *routeSet {
+	families := withFamily(t.families, r, b)
 	if t.m != nil {
 		m := maps.Clone(t.m)
 		m[r] = b
-		return &routeSet{m: m}
+		return &routeSet{m: m, families: families}
 	}
 	list := make([]routeGate, len(t.list), len(t.list)+1)
 	copy(list, t.list)
 	for i := range list {
 		if list[i].r == r {
 			list[i].g = b
-			return &routeSet{list: list}
+			return &routeSet{list: list, families: families}
 		}
 	}
 	if len(list) < smallRoutes {
-		return &routeSet{list: append(list, routeGate{r, b})}
+		return &routeSet{list: append(list, routeGate{r, b}), families: families}
 	}
 	m := make(map[route]*gate, len(list)+1)
 	for _, e := range list {
 		m[e.r] = e.g
 	}
 	m[r] = b
-	return &routeSet{m: m}
+	return &routeSet{m: m, families: families}
 }
 
-// routed returns the bucket gate req's route belongs to, or nil. It takes
-// no lock: the routes are replaced, never changed in place.
-func (g *gate) routed(r route) *gate {
+// routed returns the bucket gate a request of route r goes through, and
+// whether r was learned (not guessed, routeTable.guess); nil if it goes
+// through g, a partition's own gate. It takes no lock: the routes are
+// replaced, never changed in place.
+func (g *gate) routed(r route) (b *gate, learned bool) {
 	t := g.routes.Load()
 	if t == nil {
-		return nil
+		return nil, false
 	}
-	return t.get(r)
+	if b = t.get(r); b != nil {
+		learned = true
+	} else {
+		b = t.guess(r)
+	}
+	if b == g {
+		b = nil // a route learned to name no bucket
+	}
+	return b, learned
 }
 
 // bucket returns the gate of the bucket named name, creating it, and
@@ -208,11 +270,24 @@ func (g *gate) bucket(name string, r route) *gate {
 		}
 		g.buckets = b
 	}
+	g.learnRoute(r, b)
+	return b
+}
+
+// remember learns b, a bucket's gate or g itself (no bucket), as route
+// r's. g is a partition's own gate.
+func (g *gate) remember(r route, b *gate) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.learnRoute(r, b)
+}
+
+// learnRoute is remember with g.mu held.
+func (g *gate) learnRoute(r route, b *gate) {
 	old := g.routes.Load()
 	if old == nil || old.get(r) != b && old.len() < maxRoutes {
 		g.routes.Store(old.with(r, b))
 	}
-	return b
 }
 
 // bucketGates yields the gates of the buckets of g, a partition's own

@@ -57,7 +57,32 @@ func TestBucketGates(t *testing.T) {
 	for b := range search.bucketGates {
 		t.Fatalf("a bucket's gate lists %q", b.key)
 	}
-	if g.routed(route{"GET", "users", "x"}) != core || g.routed(route{"GET", "search", "issues"}) != search {
-		t.Fatalf("routes not remembered")
+	for _, tc := range []struct {
+		r       route
+		want    *gate
+		learned bool
+	}{
+		{route{"GET", "users", "x"}, core, true},
+		{route{"GET", "search", "issues"}, search, true},
+		{route{"GET", "repos", "x"}, core, true},
+		// Not learned: guessed by method and first segment.
+		{route{"GET", "search", "code"}, search, false},
+		{route{"GET", "repos", "y"}, core, false},
+		// Not learned, no family: two buckets, no guess.
+		{route{"POST", "repos", "y"}, nil, false},
+		{route{"GET", "graphql", ""}, nil, false},
+	} {
+		if b, learned := g.routed(tc.r); b != tc.want || learned != tc.learned {
+			t.Errorf("routed(%v) = %v, %v; want %v, %v", tc.r, b, learned, tc.want, tc.learned)
+		}
+	}
+	// A route learned to name no bucket goes through the partition's gate,
+	// and so does its family.
+	g.remember(route{"GET", "meta", ""}, g)
+	if b, learned := g.routed(route{"GET", "meta", ""}); b != nil || !learned {
+		t.Errorf("a route of no bucket: %v, %v", b, learned)
+	}
+	if b, _ := g.routed(route{"GET", "meta", "x"}); b != nil {
+		t.Errorf("its family: %v", b)
 	}
 }

@@ -102,7 +102,12 @@
 //     x-ratelimit-resource, Discord's X-RateLimit-Bucket, an IETF pk), each
 //     bucket gets its own pauses and pace, learned per route (see
 //     WithBucketRoute), so an exhausted search bucket does not hold core
-//     requests. Observer events name a bucket as "host#bucket".
+//     requests. A route not learned yet goes as the last route learned
+//     of its method and first path segment went (a crawler that meets a
+//     new GitHub owner with every request waits for core's reset, as
+//     requests of a known route do), until its own answer names its
+//     bucket, or reports a quota of none. Observer events name a bucket
+//     as "host#bucket".
 //   - Priority lanes: WithPriority lets a waiting request go before those
 //     of lower priority (FIFO among equals); a request yields its place to
 //     at most 64 later arrivals, so low priority delays but never starves.

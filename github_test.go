@@ -2,6 +2,8 @@ package throttle
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/throttlekit/throttle/internal/testutil/apisim"
 )
 
 // wireCounter is a base transport that answers after latency with headers
@@ -145,5 +149,52 @@ func TestGitHubBoundFreedByOwnGate(t *testing.T) {
 		assert.Equal(t, int64(waveMax-1), failed.Load())
 		assert.Equal(t, int64(2*(20-waveMax+1)), ok.Load())
 		assert.LessOrEqual(t, base.mostAfterFirst(), githubMaxWire)
+	})
+}
+
+// TestGitHubCrawlerWaitsForCore: a crawler meets a new owner with every
+// request (GET /repos/o17/r): a route not learned yet. Once core is spent,
+// each goes as the routes of GET /repos learned went, through core's gate,
+// and waits for its reset, as requests of one route learned do; none is
+// sent into the pause to learn its bucket from a refusal (10 were).
+func TestGitHubCrawlerWaitsForCore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gh := apisim.NewGitHub(apisim.GitHubConfig{Resources: map[string]apisim.GitHubResource{
+			"core":   {Limit: 30, Window: time.Minute},
+			"search": {Limit: 10, Window: time.Minute},
+		}})
+		tr := NewTransport(&apisim.Transport{Handler: gh, Latency: 20 * time.Millisecond})
+		defer tr.Close()
+		client := &http.Client{Transport: tr}
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Go(func() {
+				for i := next.Add(1); i <= 90; i = next.Add(1) {
+					for {
+						resp, err := client.Get(fmt.Sprintf("http://api.github.test/repos/o%d/r", i))
+						require.NoError(t, err)
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode == http.StatusOK {
+							break
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		took, core := time.Since(start), gh.Snapshot().ByKey["core"]
+		t.Logf("%v, %+v", took, core)
+		assert.EqualValues(t, 90, core.Admitted)
+		// A reset in epoch seconds is rounded down: a request sent at
+		// the second it names may meet the window's last fraction of a
+		// second. At most once a window, as with one route (1-2 in 12
+		// runs).
+		assert.LessOrEqual(t, core.Refused, int64(2))
+		// Three windows; the last tenth of the third may be spread until
+		// its end (quota.pace), as with one route (2m0s-2m48s in 12 runs).
+		assert.Less(t, took, 2*time.Minute+50*time.Second)
 	})
 }

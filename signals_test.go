@@ -238,3 +238,37 @@ func TestIETFPartitionKeyIsABucket(t *testing.T) {
 		assert.GreaterOrEqual(t, get("/a/q/2"), 29*time.Second, "abc waits for its reset")
 	})
 }
+
+// TestRouteGuessCorrected: a route not learned yet goes through the
+// bucket of its family (method and first path segment) as a guess; an
+// answer to it that reports a quota of no bucket teaches that the route
+// has none, and it is no longer held by that bucket's pause.
+func TestRouteGuessCorrected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		abcLeft := "5"
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/a/x/") {
+				w.Header().Set("RateLimit-Policy", `"p";q=10;w=60;pk=:YWJj:`) // "abc"
+				w.Header().Set("RateLimit", `"p";r=`+abcLeft+`;t=30;pk=:YWJj:`)
+				return
+			}
+			w.Header().Set("RateLimit-Policy", `"q";q=100;w=60`)
+			w.Header().Set("RateLimit", `"q";r=50;t=30`)
+		})
+		tr := NewTransport(handlerTransport{h: h, latency: 5 * time.Millisecond})
+		defer tr.Close()
+		get := func(path string) time.Duration {
+			start := time.Now()
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test"+path, nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+			return time.Since(start)
+		}
+		get("/a/x/1") // GET /a/x is abc's; GET /a/y is guessed abc's
+		get("/a/y/1") // and its answer names no bucket
+		abcLeft = "0"
+		get("/a/x/2") // abc is spent for 30 s
+		assert.Equal(t, 10*time.Millisecond, get("/a/y/2"), "a route of no bucket is not held by abc")
+		assert.GreaterOrEqual(t, get("/a/x/3"), 29*time.Second, "abc waits for its reset")
+	})
+}

@@ -279,7 +279,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if own.routes.Load() != nil {
 			// The host's answers named buckets: which is req's?
 			r, routed = t.routeOf(req), true
-			if b := own.routed(r); b != nil {
+			if b, _ := own.routed(r); b != nil {
 				g = b
 			}
 		}
@@ -293,13 +293,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if err != nil {
 				return nil, t.refuse(req, key, b.explain(err, key, "the server paused or paced the partition"))
 			}
-			if w != nil && g == own && !routed && own.routes.Load() != nil {
+			if w != nil && own.routes.Load() != nil {
 				// The host's answers named buckets while req waited
-				// (for the first wave's, waveFull): it goes as its
-				// bucket's gate allows, not as the partition's.
-				r, routed = t.routeOf(req), true
-				if b := own.routed(r); b != nil {
-					own.abort(&tk)
+				// (for the first wave's, waveFull), or named its
+				// route's: it goes as its bucket's gate allows.
+				if !routed {
+					r, routed = t.routeOf(req), true
+				}
+				b, _ := own.routed(r)
+				if b == nil {
+					b = own
+				}
+				if b != g {
+					g.abort(&tk)
 					g = b
 					continue
 				}
@@ -403,6 +409,19 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 			r = t.routeOf(req)
 		}
 		lg = own.bucket(name, r)
+	} else if g != own {
+		// g may have been guessed for req's route (routeTable.guess):
+		// an answer that names g's bucket teaches the route; one that
+		// reports quotas of no bucket teaches that the route has none.
+		if _, learned := own.routed(r); !learned {
+			switch {
+			case name != "":
+				own.bucket(name, r)
+			case len(a.info.Quotas) > 0:
+				own.remember(r, own)
+				lg = own
+			}
+		}
 	}
 	if lg == g {
 		la := &a
