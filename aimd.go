@@ -262,6 +262,14 @@ func (a *aimd) refused(now, resumed time.Time, ok, inflight, held int, afterAnsw
 	return hold
 }
 
+// assume paces at step, a rate the server documents (Discord's global
+// limit), as if a search had found it: the creep dwells just short of
+// it, and a server that takes more is found as after any search; a
+// refusal slows the pace as any other.
+func (a *aimd) assume(step time.Duration, now time.Time) {
+	*a = aimd{step: step, base: step, safe: step, ceil: step, bare: true, since: now}
+}
+
 // plateau is the interval the creep dwells at, just short of ceil: where
 // a burst's pace starts (the burst showed the rate; only the window it
 // was counted over is a guess, and a pace a twentieth under it would take

@@ -27,24 +27,73 @@ import (
 const maxRoutes = 1024
 
 // route is what a request's bucket is remembered by: by default its method
-// and the first two segments of its path ("GET", "search", "issues";
-// "POST", "graphql", ""), or what a WithBucketRoute function returns.
+// and the first two segments of its path below an API prefix ("GET",
+// "search", "issues"; "POST", "graphql", ""; "POST", "channels", "1234"
+// for Discord's /api/v10/channels/1234/messages), or what a
+// WithBucketRoute function returns.
 type route struct{ method, first, second string }
 
 // routeOf returns req's route under the default rule, without allocating.
+// Below one of Discord's top-level resources (discordTop), the route goes
+// one segment further: POST /channels/1234/messages and POST
+// /channels/1234/typing are limited apart.
 func routeOf(req *http.Request) route {
-	p := req.URL.Path
-	if p != "" && p[0] == '/' {
-		p = p[1:]
-	}
+	p := apiPath(req.URL.Path)
 	r := route{method: req.Method, first: p}
 	if i := strings.IndexByte(p, '/'); i >= 0 {
 		r.first, r.second = p[:i], p[i+1:]
-		if j := strings.IndexByte(r.second, '/'); j >= 0 {
+		j := strings.IndexByte(r.second, '/')
+		if j >= 0 && isDiscordTop(r.first) {
+			if k := strings.IndexByte(r.second[j+1:], '/'); k >= 0 {
+				j += 1 + k
+			} else {
+				j = -1
+			}
+		}
+		if j >= 0 {
 			r.second = r.second[:j]
 		}
 	}
 	return r
+}
+
+// family is the routes of which one not learned yet goes as the last one
+// learned went (routeTable.guess): r's method and first segment, and for a
+// route below one of Discord's top-level resources, what follows its id
+// (POST /channels/*/messages).
+func (r route) family() route {
+	f := route{method: r.method, first: r.first}
+	if _, _, rest := r.discordTop(); rest != "" {
+		f.second = rest
+	}
+	return f
+}
+
+// apiPath is p without its leading slash and the prefix that many APIs
+// put before their resources: a first segment "api", then a version
+// ("v" and digits) — /api/v10/channels (Discord), /api/v3/repos (GitHub
+// Enterprise Server), /v1/messages — as long as something follows it.
+// Without it, every route of such a host would be one ("api", "v10"),
+// and the bucket last named would hold them all.
+func apiPath(p string) string {
+	p = strings.TrimPrefix(p, "/")
+	if rest, ok := strings.CutPrefix(p, "api/"); ok && rest != "" {
+		p = rest
+	}
+	if i := strings.IndexByte(p, '/'); i > 1 && p[0] == 'v' && i+1 < len(p) && digits(p[1:i]) {
+		p = p[i+1:]
+	}
+	return p
+}
+
+// digits reports whether s is all ASCII digits.
+func digits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // WithBucketRoute replaces the rule by which the Transport remembers which
@@ -98,9 +147,8 @@ type routeTable struct {
 type routeSet struct {
 	list []routeGate // when m is nil
 	m    map[route]*gate
-	// families is, for each method and first path segment of the
-	// routes (route.second empty), the bucket of the last route of that
-	// family learned: the guess for a route of the family not learned
+	// families is the last route learned of each family (route.family)
+	// and its bucket: the guess for a route of the family not learned
 	// yet (routeTable.guess). At most maxFamilies.
 	families []routeGate
 }
@@ -133,21 +181,22 @@ func (t *routeTable) len() int {
 	return 1
 }
 
-// guess returns the bucket gate a route not learned yet most likely
-// belongs to (the package comment), or nil.
-func (t *routeTable) guess(r route) *gate {
+// guess returns the last route learned of r's family and its bucket
+// (the package comment), or a zero routeGate.
+func (t *routeTable) guess(r route) routeGate {
+	fam := r.family()
 	if t.more == nil {
-		if t.r.method == r.method && t.r.first == r.first {
-			return t.g
+		if t.r.family() == fam {
+			return t.routeGate
 		}
-		return nil
+		return routeGate{}
 	}
 	for _, f := range t.more.families {
-		if f.r.method == r.method && f.r.first == r.first {
-			return f.g
+		if f.r.family() == fam {
+			return f
 		}
 	}
-	return nil
+	return routeGate{}
 }
 
 // with returns a copy of t (which may be nil) in which r is b's route.
@@ -164,12 +213,12 @@ func (t *routeTable) with(r route, b *gate) *routeTable {
 	return &routeTable{more: t.more.with(r, b)}
 }
 
-// withFamily returns a copy of families in which r's family (its method
-// and first path segment) guesses b, unless there are maxFamilies others.
+// withFamily returns a copy of families in which r (and b) is its
+// family's, unless there are maxFamilies others.
 func withFamily(families []routeGate, r route, b *gate) []routeGate {
-	fam := route{method: r.method, first: r.first}
+	fam := r.family()
 	i := 0
-	for i < len(families) && families[i].r != fam {
+	for i < len(families) && families[i].r.family() != fam {
 		i++
 	}
 	if i == len(families) && i == maxFamilies {
@@ -177,7 +226,7 @@ func withFamily(families []routeGate, r route, b *gate) []routeGate {
 	}
 	c := make([]routeGate, max(len(families), i+1))
 	copy(c, families)
-	c[i] = routeGate{fam, b}
+	c[i] = routeGate{r, b}
 	return c
 }
 
@@ -229,17 +278,26 @@ func (t *routeSet) with(r route, b *gate) *routeSet {
 
 // routed returns the bucket gate a request of route r goes through, and
 // whether r was learned (not guessed, routeTable.guess); nil if it goes
-// through g, a partition's own gate. It takes no lock: the routes are
-// replaced, never changed in place.
+// through g, a partition's own gate. It takes no lock, but to learn the
+// route of a new Discord top-level resource: the routes are replaced,
+// never changed in place.
 func (g *gate) routed(r route) (b *gate, learned bool) {
 	t := g.routes.Load()
 	if t == nil {
 		return nil, false
 	}
-	if b = t.get(r); b != nil {
-		learned = true
+	if b = t.get(r); b == nil {
+		f := t.guess(r)
+		if hash, ok := discordHash(f.g, f.r); ok && f.r != r {
+			// A Discord bucket of the family: the same hash, counted
+			// for r's top-level resource.
+			kind, id, _ := r.discordTop()
+			b, learned = g.bucket(discordName(hash, kind, id), r), true
+		} else {
+			b = f.g
+		}
 	} else {
-		b = t.guess(r)
+		learned = true
 	}
 	if b == g {
 		b = nil // a route learned to name no bucket
@@ -249,14 +307,18 @@ func (g *gate) routed(r route) (b *gate, learned bool) {
 
 // bucket returns the gate of the bucket named name, creating it, and
 // remembers r as its route. g is a partition's own gate.
+// A partition keeps at most maxBuckets gates: past them, a Discord
+// bucket is no longer counted for each top-level resource apart, and its
+// new resources share the gate of its hash.
 func (g *gate) bucket(name string, r route) *gate {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var b *gate
-	for c := range g.bucketGates {
-		if c.named() == name {
-			b = c
-			break
+	b, n := g.findBucket(name)
+	if b == nil && n >= maxBuckets {
+		kind, id, _ := r.discordTop()
+		if k := len(name) - len(kind) - len(id) - 2; kind != "" && k > 0 && isDiscordName(name, name[:k], kind, id) {
+			name = name[:k]
+			b, _ = g.findBucket(name)
 		}
 	}
 	if b == nil {
@@ -272,6 +334,23 @@ func (g *gate) bucket(name string, r route) *gate {
 	}
 	g.learnRoute(r, b)
 	return b
+}
+
+// maxBuckets is the most bucket gates a partition keeps apart for
+// Discord's top-level resources (bucket).
+const maxBuckets = 256
+
+// findBucket returns the gate of the bucket named name, or nil, and how
+// many bucket gates g has. g.mu must be held.
+func (g *gate) findBucket(name string) (*gate, int) {
+	n := 0
+	for c := range g.bucketGates {
+		if c.named() == name {
+			return c, n
+		}
+		n++
+	}
+	return nil, n
 }
 
 // remember learns b, a bucket's gate or g itself (no bucket), as route

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"net/http/httptest"
 	"strconv"
 	"testing"
 )
@@ -84,5 +85,103 @@ func TestBucketGates(t *testing.T) {
 	}
 	if b, _ := g.routed(route{"GET", "meta", "x"}); b != nil {
 		t.Errorf("its family: %v", b)
+	}
+}
+
+// TestRouteOf: the default route rule: method and the first two segments
+// below an API prefix ("api", a version), one more below a Discord
+// top-level resource.
+func TestRouteOf(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		want         route
+	}{
+		{"GET", "/search/issues?q=x", route{"GET", "search", "issues"}},
+		{"GET", "/repos/o/r/issues/1", route{"GET", "repos", "o"}},
+		{"POST", "/graphql", route{"POST", "graphql", ""}},
+		{"GET", "/", route{"GET", "", ""}},
+		{"GET", "", route{"GET", "", ""}},
+		// GitHub Enterprise Server, OpenAI, Anthropic.
+		{"GET", "/api/v3/repos/o/r", route{"GET", "repos", "o"}},
+		{"POST", "/v1/chat/completions", route{"POST", "chat", "completions"}},
+		{"POST", "/v1/messages", route{"POST", "messages", ""}},
+		// Not a prefix: nothing after it, or not a version.
+		{"GET", "/api", route{"GET", "api", ""}},
+		{"GET", "/api/", route{"GET", "api", ""}},
+		{"GET", "/v1", route{"GET", "v1", ""}},
+		{"GET", "/v1/", route{"GET", "v1", ""}},
+		{"GET", "/version/x", route{"GET", "version", "x"}},
+		{"GET", "/vx1/y", route{"GET", "vx1", "y"}},
+		{"GET", "/api/users/1", route{"GET", "users", "1"}},
+		// Discord: the top-level resource's id and what follows.
+		{"POST", "/api/v10/channels/1234/messages", route{"POST", "channels", "1234/messages"}},
+		{"PATCH", "/api/v10/channels/1234/messages/99", route{"PATCH", "channels", "1234/messages"}},
+		{"PUT", "/api/channels/1234/typing", route{"PUT", "channels", "1234/typing"}},
+		{"GET", "/api/v10/channels/1234", route{"GET", "channels", "1234"}},
+		{"GET", "/api/v10/guilds/7/members", route{"GET", "guilds", "7/members"}},
+		{"POST", "/api/v10/webhooks/5/tok", route{"POST", "webhooks", "5/tok"}},
+		{"GET", "/api/v10/users/@me/guilds", route{"GET", "users", "@me"}},
+	} {
+		req := httptest.NewRequest(tc.method, "http://api.test"+tc.path, nil)
+		if tc.path == "" {
+			req.URL.Path = ""
+		}
+		if got := routeOf(req); got != tc.want {
+			t.Errorf("routeOf(%s %s) = %q, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestDiscordRoutesGuessTheirResourcesBucket: a route of a Discord
+// bucket's family (POST /channels/*/messages) not learned yet goes
+// through a gate of its own channel, under the same hash; a family's
+// route elsewhere is guessed as any other.
+func TestDiscordRoutesGuessTheirResourcesBucket(t *testing.T) {
+	g := &gate{key: "discord.com"}
+	c1 := g.bucket(discordName("h", "channels", "1"), route{"POST", "channels", "1/messages"})
+	b, learned := g.routed(route{"POST", "channels", "2/messages"})
+	if b == nil || b == c1 || b.named() != "h channels/2" || !learned {
+		t.Fatalf("a new channel: %v, %v", b, learned)
+	}
+	if again, _ := g.routed(route{"POST", "channels", "2/messages"}); again != b {
+		t.Fatalf("the new channel's gate made twice")
+	}
+	// Another family: not guessed.
+	if b, _ := g.routed(route{"PUT", "channels", "2/typing"}); b != nil {
+		t.Fatalf("another family: %v", b)
+	}
+	if b, ok := discordHash(c1, route{"POST", "channels", "1/messages"}); !ok || b != "h" {
+		t.Fatalf("discordHash: %q, %v", b, ok)
+	}
+	for _, tc := range []struct {
+		name, bucket, kind, id string
+		want                   bool
+	}{
+		{"h channels/1", "h", "channels", "1", true},
+		{"h", "h", "", "", true},
+		{"h channels/12", "h", "channels", "1", false},
+		{"h guilds/1", "h", "channels", "1", false},
+		{"hx channels/1", "h", "channels", "1", false},
+		{"h channels-1", "h", "channels", "1", false},
+	} {
+		if got := isDiscordName(tc.name, tc.bucket, tc.kind, tc.id); got != tc.want || got && discordName(tc.bucket, tc.kind, tc.id) != tc.name {
+			t.Errorf("isDiscordName(%q, %q, %q, %q) = %v", tc.name, tc.bucket, tc.kind, tc.id, got)
+		}
+	}
+}
+
+// TestDiscordBucketsBounded: past maxBuckets, a Discord bucket's new
+// top-level resources share its hash's gate.
+func TestDiscordBucketsBounded(t *testing.T) {
+	g := &gate{key: "discord.com"}
+	for i := range maxBuckets {
+		g.bucket(discordName("h", "channels", strconv.Itoa(i)), route{"POST", "channels", strconv.Itoa(i) + "/messages"})
+	}
+	b := g.bucket(discordName("h", "channels", "x"), route{"POST", "channels", "x/messages"})
+	if b.named() != "h" {
+		t.Fatalf("past maxBuckets: %q", b.named())
+	}
+	if again := g.bucket(discordName("h", "channels", "y"), route{"POST", "channels", "y/messages"}); again != b {
+		t.Fatalf("a second channel past the bound: %q", again.named())
 	}
 }

@@ -106,8 +106,16 @@
 //     of its method and first path segment went (a crawler that meets a
 //     new GitHub owner with every request waits for core's reset, as
 //     requests of a known route do), until its own answer names its
-//     bucket, or reports a quota of none. Observer events name a bucket
-//     as "host#bucket".
+//     bucket, or reports a quota of none. Routes are read below an API
+//     prefix (/api/v10/channels/1/messages as POST channels 1/messages).
+//     Discord's bucket hash leaves out the channel, guild or webhook its
+//     limit is counted for, so its buckets are kept for each of those
+//     apart ("hash channels/1"); and since its global limit spans every
+//     bucket, the requests of a partition that has heard from Discord
+//     also pass the partition's own gate, paced at the documented fifty a
+//     second and taught by the global refusals (X-RateLimit-Scope:
+//     global), whose JSON retry_after is read to the millisecond.
+//     Observer events name a bucket as "host#bucket".
 //   - Priority lanes: WithPriority lets a waiting request go before those
 //     of lower priority (FIFO among equals); a request yields its place to
 //     at most 64 later arrivals, so low priority delays but never starves.

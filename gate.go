@@ -27,7 +27,7 @@ type gate struct {
 	family
 	model
 
-	flags atomic.Uint32 // gateFlag bits: heard, shared, capped
+	flags atomic.Uint32 // gateFlag bits: heard, shared, capped, timed, longWay, spans
 	// trip is how long after the first request the first answer came
 	// back, in microseconds (in the four bytes flags leaves; g.mu): a
 	// round trip (the first answer's, if it was the first request's; a
@@ -83,6 +83,7 @@ const (
 	capped                       // at most githubMaxWire requests on the wire at once (capWire)
 	timed                        // the gate has traits (g.rl) or has held a send back (nextSend): its sends are timed to the clock (enter)
 	longWay                      // every answer is learned the long way, count's short way never taken (TestCountMatchesApply's reference)
+	spans                        // a partition's gate that its buckets' requests pass too: the host has a limit over all its buckets (discord.go)
 )
 
 func (g *gate) is(f gateFlag) bool { return g.flags.Load()&uint32(f) != 0 }
@@ -288,10 +289,12 @@ func (g *gate) queue() *waitq.Queue {
 
 // onWire is how many requests may be spending the gate's quotas now: its
 // own on the wire, and for a bucket, those its partition's gate let
-// through before their bucket was known. g.mu must be held.
+// through before their bucket was known — unless that gate spans its
+// buckets: then most it let through are theirs, counted in their gates.
+// g.mu must be held.
 func (g *gate) onWire() int {
 	n := g.inflight
-	if g.parent != nil {
+	if g.parent != nil && !g.parent.is(spans) {
 		n += int(g.parent.wire.Load())
 	}
 	return n

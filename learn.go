@@ -428,7 +428,10 @@ func (g *gate) teach(tk *ticket, until time.Time, d time.Duration, bare bool, no
 		if !g.pz.until.IsZero() && g.pz.until.Before(from) {
 			from = g.pz.until
 		}
-		if d%time.Second != 0 {
+		if d%time.Second != 0 && !g.is(spans) {
+			// (A gate that spans its buckets sees a request only once
+			// its bucket let it through: what it let through since the
+			// last pause is the buckets' pace, not the server's.)
 			g.finePace(tk, from, until, d, now)
 		}
 	}

@@ -319,10 +319,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
+	var spanned ticket
+	var gtk *ticket // req's ticket at own too, past its bucket's gate: a limit of the whole host (spans)
+	if g != own && own.is(spans) {
+		gtk = &spanned
+		w, err := own.enter(req.Context(), b.deadline, c, gtk)
+		if err == nil && w != nil {
+			err = own.wait(b.waitCtx(), w, gtk)
+		}
+		if err != nil {
+			g.abort(&tk)
+			return nil, t.refuse(req, key, b.explain(err, key, "the server paused or paced the partition"))
+		}
+	}
 	n := t.permits(c)
 	if err := t.acquire(key, &b, n); err != nil {
 		if g != nil {
 			g.abort(&tk)
+		}
+		if gtk != nil {
+			own.abort(gtk)
 		}
 		if claim.Seq > 0 {
 			t.share(own, &ticket{}, claim, nil, time.Time{}) // never sent: the claim goes back
@@ -335,7 +351,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.base.RoundTrip(req)
 	if g != nil {
-		t.learn(own, g, req, r, routed, &tk, claim, resp, c)
+		t.learn(own, g, req, r, routed, &tk, gtk, claim, resp, c)
 	}
 	if err != nil {
 		t.release(key, n)
@@ -368,7 +384,13 @@ func (t *Transport) routeOf(req *http.Request) route {
 // bucket), else in g. r is req's route if routed; else it is worked out
 // only if the answer names a bucket. claim is the request's unit of the
 // fleet's shared quota (feedback.go), if any; c is what req declared.
-func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk *ticket, claim feedbackstore.Grant, resp *http.Response, c *cost) {
+// gtk, if not nil, is req's ticket at own too (spans).
+func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool, tk, gtk *ticket, claim feedbackstore.Grant, resp *http.Response, c *cost) {
+	if gtk != nil {
+		if t.learnSpan(own, g, tk, gtk, resp) {
+			return
+		}
+	}
 	late := false // the response's answer comes later (a gRPC stream's status: watch)
 	if resp != nil {
 		_, late = resp.Body.(streamhook.Late)
@@ -404,7 +426,23 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 		own.capWire()
 	}
 	lg := g
-	if name := bucketName(&a); name != "" && name != g.named() {
+	name := bucketName(&a)
+	if name != "" && name == a.bucket && resp.Header.Get("X-Ratelimit-Resource") == "" {
+		// Discord's: counted for each top-level resource apart, and
+		// beside a global limit (spans).
+		if !own.is(spans) {
+			own.span()
+		}
+		if !routed {
+			r, routed = t.routeOf(req), true
+		}
+		if kind, id, _ := r.discordTop(); !isDiscordName(g.named(), name, kind, id) {
+			name = discordName(name, kind, id)
+		} else {
+			name = g.named()
+		}
+	}
+	if name != "" && name != g.named() {
 		if !routed {
 			r = t.routeOf(req)
 		}

@@ -35,6 +35,15 @@
 //	                                                                = 403 (or 429) with remaining 0; secondary limit =
 //	                                                                403 "You have exceeded a secondary rate limit…",
 //	                                                                remaining not 0, Retry-After only if configured
+//	Discord          discord.com/developers/docs/topics/            per-route buckets named by a hash in
+//	                 rate-limits                                    X-RateLimit-Bucket that omits the top-level
+//	                                                                resource: counted for each channel, guild and
+//	                                                                webhook apart; X-RateLimit-{limit,remaining,reset,
+//	                                                                reset-after} in seconds with milliseconds; 429 with
+//	                                                                {"retry_after": 3.477, "global": false}, Retry-After
+//	                                                                rounded up, X-RateLimit-Scope: user; a global limit
+//	                                                                (50/s) refusing with only X-RateLimit-Global: true,
+//	                                                                X-RateLimit-Scope: global and Retry-After
 //	LeakyBucket      nginx ngx_http_limit_req_module (burst, no     a shaper: requests held and let through 1/rate
 //	                 nodelay)                                       apart, at most burst waiting; the rest a bare 429
 //	PenaltyWindow    OpenAI's guide on refused requests counting    a fixed window in which refusals count too, the
