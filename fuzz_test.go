@@ -3,7 +3,9 @@ package throttle
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -84,6 +86,43 @@ func FuzzGateLearns(f *testing.F) {
 		var ch [maxQuotas]int64
 		if ok, wake, err := g.check(later, c, &ch, time.Time{}); err == nil && !ok {
 			t.Fatalf("still held after every answer and the longest pause (until %v)", wake.Sub(later))
+		}
+	})
+}
+
+// FuzzDiscordRetryAfter: any body reads as no wait or as a wait between
+// zero and a day, without panicking.
+func FuzzDiscordRetryAfter(f *testing.F) {
+	f.Add([]byte(`{"message": "You are being rate limited.", "retry_after": 64.57, "global": false}`))
+	f.Add([]byte(`{"retry_after": 1e308}`))
+	f.Add([]byte(`{"retry_after": -0}`))
+	f.Add([]byte(`<html>`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		d, ok := discordRetryAfter(body)
+		if !ok && d != 0 || d < 0 || d > maxRetryAfterSeconds*time.Second {
+			t.Fatalf("discordRetryAfter(%q) = %v, %v", body, d, ok)
+		}
+	})
+}
+
+// FuzzRouteOf: any path reads as a route whose parts are pieces of it,
+// without panicking or allocating.
+func FuzzRouteOf(f *testing.F) {
+	f.Add("/api/v10/channels/1234/messages/5")
+	f.Add("/api/v")
+	f.Add("/v1/")
+	f.Add("//api//v2//x")
+	f.Fuzz(func(t *testing.T, path string) {
+		req := &http.Request{Method: "GET", URL: &url.URL{Path: path}}
+		r := routeOf(req)
+		if !strings.Contains(path, r.first) || !strings.Contains(path, r.second) {
+			t.Fatalf("routeOf(%q) = %q", path, r)
+		}
+		if r.family().method != "GET" {
+			t.Fatalf("family of %q: %q", path, r.family())
+		}
+		if n := testing.AllocsPerRun(1, func() { routeOf(req) }); n != 0 {
+			t.Fatalf("routeOf(%q) allocates", path)
 		}
 	})
 }
