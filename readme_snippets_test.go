@@ -107,6 +107,16 @@ func recipeOpenAI(apiKey string, body io.Reader, promptTokens, maxTokens int) {
 	_ = resp
 }
 
+func recipeModels(req *http.Request, model string) {
+	base := http.DefaultTransport
+	clients := map[string]*http.Client{}
+	for _, model := range []string{"gpt-4o", "gpt-4o-mini"} {
+		clients[model] = &http.Client{Transport: throttle.NewTransport(base)}
+	}
+	resp, err := clients[model].Do(req)
+	_, _ = resp, err
+}
+
 func recipeAnthropic(client *http.Client, apiKey string, body io.Reader, inputTokens, maxTokens int) {
 	ctx := throttle.WithCost(context.Background(), "input-tokens", int64(inputTokens))
 	ctx = throttle.WithCost(ctx, "output-tokens", int64(maxTokens))
@@ -161,4 +171,4 @@ func recipeService(ctx context.Context) {
 // The snippets are compiled; these keep the linters from calling the
 // functions unused.
 var _ = []any{readmeQuickstart, readmeMetered, readmeServer, readmeReplicas, readmePolicy, readmeFleet,
-	recipeGitHub, recipeOpenAI, recipeAnthropic, recipePolicyServer, recipeFleet, recipeService}
+	recipeGitHub, recipeOpenAI, recipeModels, recipeAnthropic, recipePolicyServer, recipeFleet, recipeService}
