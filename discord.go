@@ -44,6 +44,13 @@ func isDiscordTop(first string) bool {
 	return first == "channels" || first == "guilds" || first == "webhooks"
 }
 
+// unspanned reports whether route r is one a host's limit over all its
+// buckets does not count (spans): Discord's interaction endpoints
+// (POST /interactions/{id}/{token}/callback), "not bound to the bot's
+// Global Rate Limit" — an interaction's answer is due within three
+// seconds, and a bot busy elsewhere must not pace it.
+func (r route) unspanned() bool { return r.first == "interactions" }
+
 // discordName is the name of the bucket of hash bucket counted for the
 // top-level resource kind/id (discordTop): "hash channels/1234".
 func discordName(bucket, kind, id string) string {

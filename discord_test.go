@@ -146,3 +146,53 @@ func TestDiscordRetryAfterBody(t *testing.T) {
 		assert.False(t, ok, body)
 	}
 }
+
+// TestDiscordInteractionsNotPaced: Discord's interaction endpoints are
+// not bound to the global limit, and an interaction's answer is due
+// within three seconds: once their route is known, a callback does not
+// wait in the queue of the global pace, however long it is.
+func TestDiscordInteractionsNotPaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := apisim.NewDiscord(apisim.DiscordConfig{Routes: []apisim.DiscordRoute{
+			{Method: http.MethodPost, Template: "/channels/{id}/messages", Bucket: "m", Limit: 5, Window: 5 * time.Second},
+			{Method: http.MethodPost, Template: "/interactions/{id}/{id}/callback", Bucket: "cb", Limit: 1000, Window: time.Second},
+		}})
+		tr := NewTransport(&apisim.Transport{Handler: d, Latency: 20 * time.Millisecond})
+		defer tr.Close()
+		client := &http.Client{Transport: tr}
+		post := func(path string) {
+			resp, err := client.Post("http://discord.test/api/v10"+path, "application/json", nil)
+			require.NoError(t, err)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		post("/channels/1/messages")
+		post("/interactions/1/tok/callback") // its route is learned
+		// Four hundred messages to a hundred channels: eight seconds of
+		// the global pace's queue.
+		var wg sync.WaitGroup
+		for g := range 20 {
+			wg.Go(func() {
+				for i := range 20 {
+					post(fmt.Sprintf("/channels/%d/messages", 2+(g*20+i)%100))
+				}
+			})
+		}
+		time.Sleep(time.Second)
+		var took [10]time.Duration
+		var cb sync.WaitGroup
+		for i := range took {
+			cb.Go(func() {
+				start := time.Now()
+				post(fmt.Sprintf("/interactions/%d/tok/callback", 2+i))
+				took[i] = time.Since(start)
+			})
+		}
+		cb.Wait()
+		for i, d := range took {
+			assert.Less(t, d, 100*time.Millisecond, "callback %d", i)
+		}
+		wg.Wait()
+		assert.Zero(t, d.Snapshot().ByKey["cb "].Refused)
+	})
+}

@@ -114,7 +114,8 @@
 //     bucket, the requests of a partition that has heard from Discord
 //     also pass the partition's own gate, paced at the documented fifty a
 //     second and taught by the global refusals (X-RateLimit-Scope:
-//     global), whose JSON retry_after is read to the millisecond.
+//     global), whose JSON retry_after is read to the millisecond; but
+//     for its interaction endpoints, which that limit does not bind.
 //     Observer events name a bucket as "host#bucket".
 //   - Priority lanes: WithPriority lets a waiting request go before those
 //     of lower priority (FIFO among equals); a request yields its place to

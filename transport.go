@@ -321,7 +321,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var spanned ticket
 	var gtk *ticket // req's ticket at own too, past its bucket's gate: a limit of the whole host (spans)
-	if g != own && own.is(spans) {
+	if g != own && own.is(spans) && !r.unspanned() {
 		gtk = &spanned
 		w, err := own.enter(req.Context(), b.deadline, c, gtk)
 		if err == nil && w != nil {

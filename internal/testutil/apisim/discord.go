@@ -47,8 +47,10 @@ type DiscordConfig struct {
 // ({"message", "retry_after" in fractional seconds, "global"}), Retry-After
 // in whole seconds rounded up, the route's fields and X-RateLimit-Scope:
 // user. A refusal by the global limit carries only Retry-After,
-// X-RateLimit-Global: true and X-RateLimit-Scope: global. Each route's
-// window starts with its first request. Paths are /api/v{n}/... or /api/...
+// X-RateLimit-Global: true and X-RateLimit-Scope: global; interaction
+// endpoints (a Template under /interactions/) are not bound to it. Each
+// route's window starts with its first request. Paths are /api/v{n}/...
+// or /api/...
 //
 // Stats.ByKey counts per bucket and top-level resource ("<hash>
 // channels/1"), and the global limit's refusals under "global".
@@ -124,9 +126,12 @@ func (d *Discord) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key := rt.Bucket + " " + top
 	now := time.Now()
+	// "Interaction endpoints are not bound to the bot's Global Rate
+	// Limit."
+	global := !strings.HasPrefix(rt.Template, "/interactions/")
 	d.mu.Lock()
 	gused, gend := d.global.at(now, time.Second)
-	if gused >= d.cfg.Global {
+	if global && gused >= d.cfg.Global {
 		d.mu.Unlock()
 		d.refuse("global", now)
 		wait := gend.Sub(now)
@@ -149,7 +154,9 @@ func (d *Discord) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		win.used++
 		used++
 	}
-	d.global.used++ // a request refused by its route counts globally too
+	if global {
+		d.global.used++ // a request refused by its route counts globally too
+	}
 	d.mu.Unlock()
 
 	wait := end.Sub(now)

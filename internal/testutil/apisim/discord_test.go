@@ -120,3 +120,19 @@ func TestDiscordGlobalLimit(t *testing.T) {
 		assert.Equal(t, "global", discordPost(t, d, "/api/v10/channels/3/messages").header.Get("X-RateLimit-Scope"))
 	})
 }
+
+// TestDiscordInteractionsNotGlobal: interaction endpoints are not bound
+// to the global limit.
+func TestDiscordInteractionsNotGlobal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := NewDiscord(DiscordConfig{Global: 1, Routes: []DiscordRoute{
+			{Method: http.MethodPost, Template: "/channels/{id}/messages", Bucket: "m", Limit: 5, Window: time.Second},
+			{Method: http.MethodPost, Template: "/interactions/{id}/{id}/callback", Bucket: "cb", Limit: 5, Window: time.Second},
+		}})
+		require.Equal(t, http.StatusOK, discordPost(t, d, "/api/v10/channels/1/messages").status)
+		assert.Equal(t, "global", discordPost(t, d, "/api/v10/channels/1/messages").header.Get("X-RateLimit-Scope"))
+		for i := range 3 {
+			assert.Equal(t, http.StatusOK, discordPost(t, d, "/api/v10/interactions/"+string(rune('1'+i))+"/tok/callback").status)
+		}
+	})
+}
