@@ -64,15 +64,11 @@ func discordBot(t *testing.T, channels, perChannel, workers int, seed uint64) (t
 	for range workers {
 		wg.Go(func() {
 			for url := range jobs {
-				for {
-					resp, err := client.Post(url, "application/json", nil)
+				untilOK(t, client, func() *http.Request {
+					req, err := http.NewRequest(http.MethodPost, url, nil)
 					require.NoError(t, err)
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode == http.StatusOK {
-						break
-					}
-				}
+					return req
+				})
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package throttle
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -172,15 +171,9 @@ func TestGitHubCrawlerWaitsForCore(t *testing.T) {
 		for range 5 {
 			wg.Go(func() {
 				for i := next.Add(1); i <= 90; i = next.Add(1) {
-					for {
-						resp, err := client.Get(fmt.Sprintf("http://api.github.test/repos/o%d/r", i))
-						require.NoError(t, err)
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode == http.StatusOK {
-							break
-						}
-					}
+					untilOK(t, client, func() *http.Request {
+						return mustReq(t, fmt.Sprintf("http://api.github.test/repos/o%d/r", i), nil)
+					})
 				}
 			})
 		}

@@ -15,6 +15,22 @@ import (
 	"github.com/throttlekit/throttle/limiters"
 )
 
+// untilOK sends the request newReq makes through client again and again
+// until one is answered 200, as a caller that retries its refusals does.
+// A failed exchange fails t.
+func untilOK(t *testing.T, client *http.Client, newReq func() *http.Request) {
+	t.Helper()
+	for {
+		resp, err := client.Do(newReq())
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+	}
+}
+
 // drive runs total units of work over workers goroutines; a unit is retried
 // until the server accepts it (so a 429 costs a request, as in real life).
 // It returns the elapsed time.

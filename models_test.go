@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -53,18 +54,12 @@ func TestModelsApart(t *testing.T) {
 			for range 5 {
 				wg.Go(func() {
 					for range jobs {
-						for {
+						untilOK(t, client, func() *http.Request {
 							ctx := WithCost(context.Background(), "tokens", 1010)
-							req, err := http.NewRequestWithContext(ctx, "POST", "http://api.openai.test/v1/chat/completions", bytes.NewReader([]byte(body)))
+							req, err := http.NewRequestWithContext(ctx, "POST", "http://api.openai.test/v1/chat/completions", strings.NewReader(body))
 							require.NoError(t, err)
-							resp, err := client.Do(req)
-							require.NoError(t, err)
-							io.Copy(io.Discard, resp.Body)
-							resp.Body.Close()
-							if resp.StatusCode == http.StatusOK {
-								break
-							}
-						}
+							return req
+						})
 					}
 				})
 			}

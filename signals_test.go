@@ -222,13 +222,7 @@ func TestIETFPartitionKeyIsABucket(t *testing.T) {
 		var p pauses
 		tr := NewTransport(handlerTransport{h: h, latency: 5 * time.Millisecond}, WithObserver(p.observe))
 		defer tr.Close()
-		get := func(path string) time.Duration {
-			start := time.Now()
-			resp, err := tr.RoundTrip(mustReq(t, "http://api.test"+path, nil))
-			require.NoError(t, err)
-			resp.Body.Close()
-			return time.Since(start)
-		}
+		get := func(path string) time.Duration { return timedGet(t, tr, "http://api.test"+path) }
 		get("/a/q/1")
 		get("/b/q/1")
 		ev := p.all()
@@ -257,13 +251,7 @@ func TestRouteGuessCorrected(t *testing.T) {
 		})
 		tr := NewTransport(handlerTransport{h: h, latency: 5 * time.Millisecond})
 		defer tr.Close()
-		get := func(path string) time.Duration {
-			start := time.Now()
-			resp, err := tr.RoundTrip(mustReq(t, "http://api.test"+path, nil))
-			require.NoError(t, err)
-			resp.Body.Close()
-			return time.Since(start)
-		}
+		get := func(path string) time.Duration { return timedGet(t, tr, "http://api.test"+path) }
 		get("/a/x/1") // GET /a/x is abc's; GET /a/y is guessed abc's
 		get("/a/y/1") // and its answer names no bucket
 		abcLeft = "0"
@@ -271,4 +259,14 @@ func TestRouteGuessCorrected(t *testing.T) {
 		assert.Equal(t, 10*time.Millisecond, get("/a/y/2"), "a route of no bucket is not held by abc")
 		assert.GreaterOrEqual(t, get("/a/x/3"), 29*time.Second, "abc waits for its reset")
 	})
+}
+
+// timedGet sends GET url through rt and returns how long its answer took.
+func timedGet(t *testing.T, rt http.RoundTripper, url string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	resp, err := rt.RoundTrip(mustReq(t, url, nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	return time.Since(start)
 }
