@@ -291,8 +291,7 @@ func (g *gate) routed(r route) (b *gate, learned bool) {
 		if hash, ok := discordHash(f.g, f.r); ok && f.r != r {
 			// A Discord bucket of the family: the same hash, counted
 			// for r's top-level resource.
-			kind, id, _ := r.discordTop()
-			b, learned = g.bucket(discordName(hash, kind, id), r), true
+			b, learned = g.discordTwin(f.g, hash, r), true
 		} else {
 			b = f.g
 		}

@@ -44,6 +44,26 @@ func isDiscordTop(first string) bool {
 	return first == "channels" || first == "guilds" || first == "webhooks"
 }
 
+// discordTwin returns the gate of Discord bucket hash counted for route
+// r's top-level resource, a twin of fam's (the same hash, another
+// channel's), creating it. A twin made now sends no more before its first
+// answer than the limit fam's answers told (five messages a channel):
+// twenty goroutines posting to a new channel sent ten at once, and five
+// were refused.
+func (g *gate) discordTwin(fam *gate, hash string, r route) *gate {
+	fam.mu.Lock()
+	limit := fam.leastLimit()
+	fam.mu.Unlock()
+	kind, id, _ := r.discordTop()
+	b := g.bucket(discordName(hash, kind, id), r)
+	b.mu.Lock()
+	if limit > 0 && limit < waveMax && b.rf.answered == 0 && b.wave == 0 && b.waveCap == 0 {
+		b.waveCap = uint8(limit)
+	}
+	b.mu.Unlock()
+	return b
+}
+
 // unspanned reports whether route r is one a host's limit over all its
 // buckets does not count (spans): Discord's interaction endpoints
 // (POST /interactions/{id}/{token}/callback), "not bound to the bot's

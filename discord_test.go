@@ -192,3 +192,36 @@ func TestDiscordInteractionsNotPaced(t *testing.T) {
 		assert.Zero(t, d.Snapshot().ByKey["cb "].Refused)
 	})
 }
+
+// TestDiscordNewChannelFirstWave: a channel not posted to yet gets a
+// gate of its own at once (its family's hash, counted for it), which
+// knows nothing of it but what the family's answers told: five messages
+// a window. Twenty goroutines posting to it send five before its first
+// answer, not ten, and none is refused (five were).
+func TestDiscordNewChannelFirstWave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := apisim.NewDiscord(apisim.DiscordConfig{})
+		tr := NewTransport(&apisim.Transport{Handler: d, Latency: 20 * time.Millisecond, Jitter: 10 * time.Millisecond, Seed: 1})
+		defer tr.Close()
+		client := &http.Client{Transport: tr}
+		post := func(channel int) {
+			untilOK(t, client, func() *http.Request {
+				req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://discord.test/api/v10/channels/%d/messages", channel), nil)
+				require.NoError(t, err)
+				return req
+			})
+		}
+		post(1)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() { post(2) })
+		}
+		wg.Wait()
+		took, st := time.Since(start), d.Snapshot().ByKey["80c17d2f203122d936070c88c8d10f33 channels/2"]
+		t.Logf("%v, %+v", took, st)
+		assert.EqualValues(t, 20, st.Admitted)
+		assert.Zero(t, st.Refused)
+		assert.Less(t, took, 16*time.Second) // four windows of five
+	})
+}

@@ -46,6 +46,7 @@ type dispatcher struct {
 	nextSend time.Time // pacing: the next request waits until then
 	inflight int       // admitted, not yet answered
 	wave     int32     // requests of the first wave (sent before any answer) not answered yet (waveOut)
+	waveCap  uint8     // the most the first wave may be, if fewer than waveMax (discordTwin); 0: waveMax
 	closed   bool
 }
 
@@ -458,7 +459,7 @@ func mayWait(deadline, end time.Time) bool {
 // quiet reports whether the gate has nothing that could hold a request
 // back, pace it or charge it. g.mu must be held.
 func (g *gate) quiet() bool {
-	if g.pz.on || g.pz.probe || g.pz.probing || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() || g.is(capped) || g.wave >= waveMax ||
+	if g.pz.on || g.pz.probe || g.pz.probing || !g.pz.until.IsZero() || !g.nextSend.IsZero() || g.waveOut() || g.is(capped) || g.wave >= g.waveLimit() ||
 		(g.rl != nil && (g.rl.pace.step > 0 || g.rl.ramp.size > 0)) {
 		return false
 	}
@@ -812,6 +813,18 @@ func (g *gate) settle(tk *ticket) {
 	if tk.probe {
 		g.pz.probing = false
 	}
+}
+
+// leastLimit is the least limit of the quotas g knows, or 0. g.mu must
+// be held.
+func (g *gate) leastLimit() int64 {
+	var n int64
+	for i := range g.quotas {
+		if q := &g.quotas[i]; q.known && q.limit > 0 && (n == 0 || q.limit < n) {
+			n = q.limit
+		}
+	}
+	return n
 }
 
 // hasQuotas reports whether the gate follows any quota. g.mu must be held.

@@ -22,7 +22,16 @@ import "time"
 // ends the wait, and the requests that waited go through their bucket's
 // gate (Transport.RoundTrip). g.mu must be held.
 func (g *gate) waveFull(now time.Time) bool {
-	return g.wave >= waveMax && g.rf.answered == 0 && !g.is(heard) && now.Before(g.rf.resumed.Add(waveWaitMax))
+	return g.wave >= g.waveLimit() && g.rf.answered == 0 && !g.is(heard) && now.Before(g.rf.resumed.Add(waveWaitMax))
+}
+
+// waveLimit is the most requests g sends before its first answer:
+// waveMax, or fewer (waveCap).
+func (g *gate) waveLimit() int32 {
+	if g.waveCap > 0 {
+		return int32(g.waveCap)
+	}
+	return waveMax
 }
 
 // waveMax is the most requests a partition sends before the first
