@@ -18,9 +18,12 @@ import (
 // segment went (GET /repos/octocat/hello as GET /repos/torvalds/linux:
 // GitHub's core): a crawler that meets a new owner with every request
 // would otherwise send each into the pause of the bucket it spent. Its
-// answer corrects the guess: the bucket it names, or none. Requests of
-// routes with no such guess pass the partition's own gate, as requests
-// to hosts that name no bucket do.
+// answer corrects the guess: the bucket it names, or none. A route of a
+// family not learned yet goes through a scout's gate of its own family
+// (scout): a first wave of its own, capped as a partition's first wave is
+// (waveMax), until the first answer names the family's bucket, or none;
+// then the requests it held go through the gate that answer named.
+// Requests of a host that names no bucket pass the partition's own gate.
 
 // maxRoutes bounds the routes one partition remembers; later routes go
 // through the partition's own gate.
@@ -286,13 +289,15 @@ func (g *gate) routed(r route) (b *gate, learned bool) {
 	if t == nil {
 		return nil, false
 	}
-	if b = t.get(r); b == nil {
+	if b = t.get(r); b == nil || b.scouting() {
+		// Not learned, or only as its family's scout's: as its family
+		// goes now.
 		f := t.guess(r)
 		if hash, ok := discordHash(f.g, f.r); ok && f.r != r {
 			// A Discord bucket of the family: the same hash, counted
 			// for r's top-level resource.
 			b, learned = g.discordTwin(f.g, hash, r), true
-		} else {
+		} else if f.g != nil || b == nil {
 			b = f.g
 		}
 	} else {
@@ -303,6 +308,45 @@ func (g *gate) routed(r route) (b *gate, learned bool) {
 	}
 	return b, learned
 }
+
+// scout returns the gate through which the requests of route r's family
+// go until an answer names the family's bucket, or none: a gate of its
+// own, named so that no server's bucket is (scoutName), which holds a
+// first wave as a partition's gate does (waveFull) and learns nothing —
+// its requests' answers are learned where they say (Transport.learn). nil
+// when the partition keeps maxBuckets gates already: then they pass g, a
+// partition's own gate, as they did before. r's family is remembered as
+// the scout's (a scout's route is not learned: routed).
+func (g *gate) scout(r route) *gate {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := r.family()
+	name := scoutName + f.method + " " + f.first + " " + f.second
+	b, n := g.findBucket(name)
+	if b == nil && n >= maxBuckets {
+		return nil
+	}
+	if b == nil {
+		b = g.newBucket(name)
+		b.mark(scoutGate)
+	}
+	g.learnRoute(r, b)
+	return b
+}
+
+// scoutName begins the name of a scout's gate: no bucket a server names
+// begins with a NUL (a header's value cannot hold one).
+const scoutName = "\x00scout "
+
+// unknownFamily reports whether route r is of a family no route of which
+// was learned, on a partition (g) that has learned routes.
+func (g *gate) unknownFamily(r route) bool {
+	t := g.routes.Load()
+	return t != nil && t.get(r) == nil && t.guess(r).g == nil
+}
+
+// scouting reports whether g is a scout's gate (scout).
+func (g *gate) scouting() bool { return g.is(scoutGate) }
 
 // bucket returns the gate of the bucket named name, creating it, and
 // remembers r as its route. g is a partition's own gate.
@@ -321,17 +365,23 @@ func (g *gate) bucket(name string, r route) *gate {
 		}
 	}
 	if b == nil {
-		if g.buckets == nil {
-			g.wire.Store(int64(g.inflight)) // storeWire's from now on
-		}
-		b = &gate{key: g.key + "#" + name, maxPause: g.maxPause, emit: g.emit,
-			dispatcher: dispatcher{closed: g.closed}, family: family{parent: g, buckets: g.buckets}}
-		if g.is(capped) {
-			b.mark(capped)
-		}
-		g.buckets = b
+		b = g.newBucket(name)
 	}
 	g.learnRoute(r, b)
+	return b
+}
+
+// newBucket makes the gate of a bucket named name. g.mu must be held.
+func (g *gate) newBucket(name string) *gate {
+	if g.buckets == nil {
+		g.wire.Store(int64(g.inflight)) // storeWire's from now on
+	}
+	b := &gate{key: g.key + "#" + name, maxPause: g.maxPause, emit: g.emit,
+		dispatcher: dispatcher{closed: g.closed}, family: family{parent: g, buckets: g.buckets}}
+	if g.is(capped) {
+		b.mark(capped)
+	}
+	g.buckets = b
 	return b
 }
 

@@ -1,9 +1,20 @@
 package throttle
 
 import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestRouteTable: a route table answers the same whether it holds its
@@ -184,4 +195,72 @@ func TestDiscordBucketsBounded(t *testing.T) {
 	if again := g.bucket(discordName("h", "channels", "y"), route{"POST", "channels", "y/messages"}); again != b {
 		t.Fatalf("a second channel past the bound: %q", again.named())
 	}
+}
+
+// TestScoutHoldsANewFamilysFirstWave: a host that names a bucket for
+// each path (an IETF pk), ten a second each. Once /a's bucket is known,
+// twenty goroutines start on /b, a family not learned yet: its requests
+// go through a scout's gate, which lets ten go and holds the rest until
+// the ten are answered, then sends them on through /b's bucket, which
+// the answers named and counted down; a goroutine whose answer came back
+// first goes to /b's bucket at once, which counts the scout's requests
+// still out as its own (storeWire). Through the partition's gate, which
+// heard long ago, all twenty went and ten were refused.
+func TestScoutHoldsANewFamilysFirstWave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type window struct {
+			start time.Time
+			n     int
+		}
+		var mu sync.Mutex
+		windows := map[string]*window{}
+		refused := map[string]int{}
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			name := strings.Split(r.URL.Path, "/")[1]
+			pk := base64.StdEncoding.EncodeToString([]byte(name))
+			mu.Lock()
+			defer mu.Unlock()
+			now := time.Now()
+			win := windows[name]
+			if win == nil || now.Sub(win.start) >= time.Second {
+				win = &window{start: now}
+				windows[name] = win
+			}
+			left := int(math.Ceil(win.start.Add(time.Second).Sub(now).Seconds()))
+			w.Header().Set("RateLimit-Policy", fmt.Sprintf(`"%s";q=10;w=1;pk=:%s:`, name, pk))
+			if win.n >= 10 {
+				refused[name]++
+				w.Header().Set("RateLimit", fmt.Sprintf(`"%s";r=0;t=%d;pk=:%s:`, name, left, pk))
+				w.Header().Set("Retry-After", strconv.Itoa(left))
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			win.n++
+			w.Header().Set("RateLimit", fmt.Sprintf(`"%s";r=%d;t=%d;pk=:%s:`, name, 10-win.n, left, pk))
+		})
+		tr := NewTransport(handlerTransport{h: h, latency: 10 * time.Millisecond})
+		defer tr.Close()
+		client := &http.Client{Transport: tr}
+		run := func(path string, workers, total int) {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range workers {
+				wg.Go(func() {
+					for next.Add(1) <= int64(total) {
+						untilOK(t, client, func() *http.Request { return mustReq(t, "http://api.test/"+path+"/x", nil) })
+					}
+				})
+			}
+			wg.Wait()
+		}
+		run("a", 10, 30)
+		start := time.Now()
+		run("b", 20, 60)
+		took := time.Since(start)
+		t.Logf("%v, refused %v", took, refused)
+		assert.Zero(t, refused["b"])
+		assert.Less(t, took, 6*time.Second+500*time.Millisecond) // six windows of ten
+		// The scout is no bucket of the server's.
+		assert.Equal(t, 2, tr.Stats().Partitions-1, "partitions and buckets: a, b")
+	})
 }

@@ -106,8 +106,12 @@
 //     of its method and first path segment went (a crawler that meets a
 //     new GitHub owner with every request waits for core's reset, as
 //     requests of a known route do), until its own answer names its
-//     bucket, or reports a quota of none. Routes are read below an API
-//     prefix (/api/v10/channels/1/messages as POST channels 1/messages).
+//     bucket, or reports a quota of none. A route of a family never
+//     learned goes through a scout's gate: at most ten of the family go
+//     before the first of them is answered, and the rest wait for their
+//     answers and go through the bucket those named. Routes are read
+//     below an API prefix (/api/v10/channels/1/messages as POST channels
+//     1/messages).
 //     Discord's bucket hash leaves out the channel, guild or webhook its
 //     limit is counted for, so its buckets are kept for each of those
 //     apart ("hash channels/1"); and since its global limit spans every

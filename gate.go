@@ -27,7 +27,7 @@ type gate struct {
 	family
 	model
 
-	flags atomic.Uint32 // gateFlag bits: heard, shared, capped, timed, longWay, spans
+	flags atomic.Uint32 // gateFlag bits: heard, shared, capped, timed, longWay, spans, scoutGate
 	// trip is how long after the first request the first answer came
 	// back, in microseconds (in the four bytes flags leaves; g.mu): a
 	// round trip (the first answer's, if it was the first request's; a
@@ -79,12 +79,13 @@ type model struct {
 type gateFlag uint32
 
 const (
-	heard   gateFlag = 1 << iota // an answer said something of rate limits, or refused: learn reads the clock
-	shared                       // a FeedbackStore shares a quota of this partition (feedback.go)
-	capped                       // at most githubMaxWire requests on the wire at once (capWire)
-	timed                        // the gate has traits (g.rl) or has held a send back (nextSend): its sends are timed to the clock (enter)
-	longWay                      // every answer is learned the long way, count's short way never taken (TestCountMatchesApply's reference)
-	spans                        // a partition's gate that its buckets' requests pass too: the host has a limit over all its buckets (discord.go)
+	heard     gateFlag = 1 << iota // an answer said something of rate limits, or refused: learn reads the clock
+	shared                         // a FeedbackStore shares a quota of this partition (feedback.go)
+	capped                         // at most githubMaxWire requests on the wire at once (capWire)
+	timed                          // the gate has traits (g.rl) or has held a send back (nextSend): its sends are timed to the clock (enter)
+	longWay                        // every answer is learned the long way, count's short way never taken (TestCountMatchesApply's reference)
+	spans                          // a partition's gate that its buckets' requests pass too: the host has a limit over all its buckets (discord.go)
+	scoutGate                      // a scout's gate (scout): its requests are on its partition's wire
 )
 
 func (g *gate) is(f gateFlag) bool { return g.flags.Load()&uint32(f) != 0 }
@@ -301,14 +302,19 @@ func (g *gate) onWire() int {
 	return n
 }
 
-// storeWire publishes inflight for the partition's buckets (onWire). Only
-// a partition's own gate has buckets, and until it has one nothing reads
-// wire: the atomic store, a full barrier under the gate's lock on every
+// storeWire publishes a change d of inflight for the partition's buckets
+// (onWire): a partition's own gate's, and a scout's (scout), whose
+// requests are its partition's until their bucket is known. Only a
+// partition's own gate has buckets, and until it has one nothing reads
+// wire: the atomic add, a full barrier under the gate's lock on every
 // request, waits for the first (bucket stores wire when it makes it).
 // g.mu must be held.
-func (g *gate) storeWire() {
-	if g.parent == nil && g.buckets != nil {
-		g.wire.Store(int64(g.inflight))
+func (g *gate) storeWire(d int64) {
+	switch {
+	case g.parent == nil && g.buckets != nil:
+		g.wire.Add(d)
+	case g.parent != nil && g.is(scoutGate):
+		g.parent.wire.Add(d)
 	}
 }
 
@@ -472,7 +478,7 @@ func (g *gate) quiet() bool {
 // held.
 func (g *gate) sent(now time.Time, c *cost, ch *[maxQuotas]int64, tk *ticket) {
 	g.inflight++
-	g.storeWire()
+	g.storeWire(1)
 	if g.rf.resumed.IsZero() {
 		if now.IsZero() {
 			now = time.Now()
@@ -806,7 +812,7 @@ func (g *gate) settle(tk *ticket) {
 	if tk.seen == 0 && !tk.late && g.wave > 0 {
 		g.wave--
 	}
-	g.storeWire()
+	g.storeWire(-1)
 	for i := range g.quotas {
 		g.quotas[i].unclaim(tk.charge[i])
 	}

@@ -49,6 +49,10 @@ func (g *gate) full() bool {
 // that a request g let through has just left (onWire counts it in
 // theirs too). g is a partition's own gate; g.mu is not held.
 func (g *gate) freed() {
+	if g.is(scoutGate) {
+		g.parent.freed() // a scout's requests are its partition's (storeWire)
+		return
+	}
 	if g.parent != nil || !g.is(capped) {
 		return
 	}

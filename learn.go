@@ -98,6 +98,11 @@ func (g *gate) done(tk *ticket, a *answer, now time.Time) time.Time {
 	if tk.seen == 0 {
 		g.waveAnswered(now)
 		g.ramp(now)
+		if g.wave == 0 && !g.is(heard) && g.scouting() {
+			// A scout's first wave is all answered, each answer learned
+			// where it said: the requests it held go as they said.
+			g.mark(heard)
+		}
 	}
 	resumed := g.dispatch(now)
 	g.mu.Unlock()

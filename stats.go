@@ -27,7 +27,9 @@ func (t *Transport) Stats() Stats {
 	var s Stats
 	now := time.Now()
 	count := func(g *gate) {
-		s.Partitions++
+		if !g.scouting() {
+			s.Partitions++
+		}
 		s.Queued += g.q.Len()
 		s.InFlight += g.inflight
 		if g.pz.until.After(now) {

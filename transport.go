@@ -281,6 +281,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r, routed = t.routeOf(req), true
 			if b, _ := own.routed(r); b != nil {
 				g = b
+			} else if own.unknownFamily(r) {
+				if s := own.scout(r); s != nil {
+					g = s
+				}
 			}
 		}
 		for {
@@ -450,12 +454,13 @@ func (t *Transport) learn(own, g *gate, req *http.Request, r route, routed bool,
 	} else if g != own {
 		// g may have been guessed for req's route (routeTable.guess):
 		// an answer that names g's bucket teaches the route; one that
-		// reports quotas of no bucket teaches that the route has none.
+		// reports quotas of no bucket teaches that the route has none,
+		// and so does any answer to a scout's request (scout).
 		if _, learned := own.routed(r); !learned {
 			switch {
 			case name != "":
 				own.bucket(name, r)
-			case len(a.info.Quotas) > 0:
+			case len(a.info.Quotas) > 0 || g.scouting():
 				own.remember(r, own)
 				lg = own
 			}
