@@ -315,11 +315,22 @@ func (g *gate) routed(r route) (b *gate, learned bool) {
 // first wave as a partition's gate does (waveFull) and learns nothing —
 // its requests' answers are learned where they say (Transport.learn). nil
 // when the partition keeps maxBuckets gates already: then they pass g, a
-// partition's own gate, as they did before. r's family is remembered as
-// the scout's (a scout's route is not learned: routed).
+// partition's own gate, as they did before, and so do those of a family
+// learned since the caller looked to have no bucket. r's family is
+// remembered as the scout's (a scout's route is not learned: routed).
 func (g *gate) scout(r route) *gate {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if t := g.routes.Load(); t != nil {
+		if known := t.guess(r).g; known != nil && !known.scouting() {
+			// Learned since the caller looked (routes change under
+			// g.mu): as its family goes now.
+			if known == g {
+				return nil
+			}
+			return known
+		}
+	}
 	f := r.family()
 	name := scoutName + f.method + " " + f.first + " " + f.second
 	b, n := g.findBucket(name)

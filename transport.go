@@ -285,6 +285,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				if s := own.scout(r); s != nil {
 					g = s
 				}
+			} else if b, _ := own.routed(r); b != nil {
+				g = b // its family was learned, or scouted, in between
 			}
 		}
 		for {
