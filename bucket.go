@@ -21,8 +21,9 @@ import (
 // answer corrects the guess: the bucket it names, or none. A route of a
 // family not learned yet goes through a scout's gate of its own family
 // (scout): a first wave of its own, capped as a partition's first wave is
-// (waveMax), until the first answer names the family's bucket, or none;
-// then the requests it held go through the gate that answer named.
+// (waveMax), held until its answers, which name the family's bucket or
+// none, are all in; then the requests it held go through the gate they
+// named.
 // Requests of a host that names no bucket pass the partition's own gate.
 
 // maxRoutes bounds the routes one partition remembers; later routes go
@@ -322,9 +323,13 @@ func (g *gate) scout(r route) *gate {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if t := g.routes.Load(); t != nil {
-		if known := t.guess(r).g; known != nil && !known.scouting() {
+		known := t.get(r)
+		if known == nil || known.scouting() {
+			known = t.guess(r).g
+		}
+		if known != nil && !known.scouting() {
 			// Learned since the caller looked (routes change under
-			// g.mu): as its family goes now.
+			// g.mu): as it goes now.
 			if known == g {
 				return nil
 			}
@@ -349,11 +354,17 @@ func (g *gate) scout(r route) *gate {
 // begins with a NUL (a header's value cannot hold one).
 const scoutName = "\x00scout "
 
-// unknownFamily reports whether route r is of a family no route of which
-// was learned, on a partition (g) that has learned routes.
-func (g *gate) unknownFamily(r route) bool {
-	t := g.routes.Load()
-	return t != nil && t.get(r) == nil && t.guess(r).g == nil
+// gateFor returns the gate a request of route r goes through, g being a
+// partition's own gate that has learned routes: its route's bucket, its
+// family's (routed), or, for a family never learned, its scout's; nil for
+// g itself. A family seen unknown here is looked at again under g.mu
+// (scout): another request may have learned it, or made its scout, since.
+func (g *gate) gateFor(r route) *gate {
+	if t := g.routes.Load(); t.get(r) == nil && t.guess(r).g == nil {
+		return g.scout(r)
+	}
+	b, _ := g.routed(r)
+	return b
 }
 
 // scouting reports whether g is a scout's gate (scout).
@@ -369,9 +380,8 @@ func (g *gate) bucket(name string, r route) *gate {
 	defer g.mu.Unlock()
 	b, n := g.findBucket(name)
 	if b == nil && n >= maxBuckets {
-		kind, id, _ := r.discordTop()
-		if k := len(name) - len(kind) - len(id) - 2; kind != "" && k > 0 && isDiscordName(name, name[:k], kind, id) {
-			name = name[:k]
+		if hash, ok := discordHashOf(name, r); ok {
+			name = hash
 			b, _ = g.findBucket(name)
 		}
 	}
@@ -396,8 +406,9 @@ func (g *gate) newBucket(name string) *gate {
 	return b
 }
 
-// maxBuckets is the most bucket gates a partition keeps apart for
-// Discord's top-level resources (bucket).
+// maxBuckets bounds the bucket gates a partition makes beyond those its
+// server names: Discord's for each top-level resource apart (bucket), and
+// scouts (scout).
 const maxBuckets = 256
 
 // findBucket returns the gate of the bucket named name, or nil, and how

@@ -83,13 +83,18 @@ func discordName(bucket, kind, id string) string {
 // discordHash returns the Discord bucket hash whose bucket, counted for
 // route r's top-level resource, is b (discordName), if b is one.
 func discordHash(b *gate, r route) (string, bool) {
-	kind, id, _ := r.discordTop()
-	if b == nil || kind == "" {
+	if b == nil {
 		return "", false
 	}
-	name := b.named()
+	return discordHashOf(b.named(), r)
+}
+
+// discordHashOf returns the hash of the bucket named name, counted for
+// route r's top-level resource (discordName), if name is such a name.
+func discordHashOf(name string, r route) (string, bool) {
+	kind, id, _ := r.discordTop()
 	n := len(name) - len(kind) - len(id) - 2
-	if n <= 0 || !isDiscordName(name, name[:n], kind, id) {
+	if kind == "" || n <= 0 || !isDiscordName(name, name[:n], kind, id) {
 		return "", false
 	}
 	return name[:n], true

@@ -279,14 +279,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if own.routes.Load() != nil {
 			// The host's answers named buckets: which is req's?
 			r, routed = t.routeOf(req), true
-			if b, _ := own.routed(r); b != nil {
+			if b := own.gateFor(r); b != nil {
 				g = b
-			} else if own.unknownFamily(r) {
-				if s := own.scout(r); s != nil {
-					g = s
-				}
-			} else if b, _ := own.routed(r); b != nil {
-				g = b // its family was learned, or scouted, in between
 			}
 		}
 		for {
